@@ -1,0 +1,64 @@
+# gpufleet: the two commands of the README, and the pieces they are made of.
+#   make demo   set everything up, start a local demo fleet, run site.yml against it
+#   make test   set everything up, run lint, unit tests, syntax checks and every molecule scenario
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
+SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+DEMO_HOSTS ?= 3
+
+.PHONY: help bootstrap images wheelhouse lint unit syntax molecule test quick demo demo-down clean
+
+help:
+	@echo "make demo       start a local demo fleet and run site.yml against it"
+	@echo "make test       lint + unit tests + syntax check + molecule scenarios ($(SCENARIOS))"
+	@echo "make quick      lint + unit tests + syntax check (no containers)"
+	@echo "make demo-down  stop the demo fleet"
+
+bootstrap:
+	@scripts/bootstrap
+
+images: bootstrap
+	@scripts/test-images 12 13
+
+wheelhouse: bootstrap
+	@scripts/wheelhouse
+
+lint: bootstrap
+	$(BIN)/ruff check library module_utils scripts tests roles
+	$(BIN)/yamllint --strict .
+	$(BIN)/ansible-lint
+
+unit: bootstrap
+	$(BIN)/pytest -q tests
+
+syntax: bootstrap
+	$(BIN)/ansible-playbook --syntax-check -i inventories/example site.yml
+	$(BIN)/ansible-playbook --syntax-check -i inventories/example playbooks/*.yml
+
+quick: lint unit syntax
+
+molecule: images wheelhouse
+	@set -e; for s in $(SCENARIOS); do \
+	  echo "== molecule test -s $$s"; start=$$(date +%s); \
+	  $(BIN)/molecule test -s $$s; \
+	  echo "== molecule $$s passed in $$(( $$(date +%s) - start )) s"; \
+	done
+
+test: quick molecule
+	@echo "make test: all checks passed"
+
+demo: images wheelhouse
+	scripts/demo-fleet up $(DEMO_HOSTS)
+	$(BIN)/ansible-playbook -i inventories/demo site.yml
+	@echo "demo fleet: inventories/demo/hosts.yml; stop it with 'make demo-down'"
+
+demo-down:
+	scripts/demo-fleet down
+
+clean: demo-down
+	rm -rf .cache .wheelhouse

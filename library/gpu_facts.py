@@ -1,0 +1,251 @@
+#!/usr/bin/python
+"""Ansible module gpu_facts: GPU, host and Xid facts for one rented GPU host."""
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather NVIDIA GPU facts, host context, Xid events and a health summary
+description:
+  - Reads every GPU through NVML (the C(pynvml) module of C(nvidia-ml-py)) and falls back to
+    C(nvidia-smi -q -x) when NVML is not usable; never fails because a GPU, the driver or a library is
+    missing or broken, it reports that instead.
+  - Adds host context (container or VM, init system, OS, CPU, RAM, C(/dev/shm), memlock limit),
+    Xid lines from the kernel log, the vendor spec row for each GPU model and a C(health) summary.
+  - Returns C(ansible_facts.gpu). Changes nothing on the host.
+version_added: "0.1.0"
+author:
+  - gpufleet contributors
+options:
+  include_processes:
+    description: List the compute processes running on each GPU (pid, name, memory).
+    type: bool
+    default: false
+  nvidia_smi_path:
+    description: Name or path of the C(nvidia-smi) binary used when NVML is not usable.
+    type: str
+    default: nvidia-smi
+  nvidia_smi_timeout:
+    description:
+      - Seconds C(nvidia-smi) may run before it is killed (it hangs on GPUs that fell off the bus).
+      - Enforced with C(timeout) from coreutils when that is installed.
+    type: int
+    default: 20
+  kernel_log:
+    description:
+      - Read the kernel log for Xid errors, trying C(dmesg), then C(journalctl -k), then C(/var/log/kern.log).
+      - When none is readable (common in containers) C(xid.readable) is false and C(xid.reason) says why.
+    type: bool
+    default: true
+  prefer:
+    description:
+      - Which source to try first. C(auto) and C(nvml) try NVML first; C(nvidia-smi) tries it first.
+        The other one is always the fallback.
+    type: str
+    choices: [auto, nvml, nvidia-smi]
+    default: auto
+  expected_gpu_count:
+    description: Number of GPUs rented; fewer visible GPUs is a critical health finding.
+    type: int
+requirements:
+  - nvidia-ml-py (optional; without it only nvidia-smi is used)
+notes:
+  - Supports check mode; the module never changes anything.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU facts
+  gpu_facts:
+
+- name: Gather GPU facts with processes, nvidia-smi first
+  gpu_facts:
+    include_processes: true
+    prefer: nvidia-smi
+    nvidia_smi_timeout: 30
+
+- name: Fail hosts whose GPUs are broken
+  ansible.builtin.assert:
+    that: ansible_facts['gpu']['health']['status'] != 'failed'
+    fail_msg: "{{ ansible_facts['gpu']['health']['findings'] | map(attribute='message') | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added under C(gpu).
+  returned: always
+  type: dict
+  contains:
+    gpu:
+      description: GPU facts (schema 1).
+      returned: always
+      type: dict
+      contains:
+        schema:
+          description: Version of this layout.
+          type: int
+          sample: 1
+        source:
+          description: Where the GPU facts came from.
+          type: str
+          sample: nvml
+        error:
+          description: Why no GPU facts could be read, or null.
+          type: str
+          sample: "Failed to initialize NVML: Driver/library version mismatch"
+        error_code:
+          description: Short code for C(error), e.g. C(driver_library_mismatch), C(driver_not_reachable),
+            C(no_devices), C(nvidia_smi_missing).
+          type: str
+          sample: driver_library_mismatch
+        driver_version:
+          description: NVIDIA driver version.
+          type: str
+          sample: "535.161.08"
+        cuda_driver_version:
+          description: Highest CUDA version the driver supports.
+          type: str
+          sample: "12.2"
+        nvml_version:
+          description: NVML library version (NVML source only).
+          type: str
+        gpu_count:
+          description: Number of GPUs listed.
+          type: int
+          sample: 8
+        gpus:
+          description: >-
+            One entry per GPU: index, uuid, name, serial, pci_bus_id, memory_total_mib, memory_used_mib,
+            compute_capability, pcie (gen_current, gen_max, width_current, width_max), clocks, temperature_c,
+            power_draw_w, power_limit_w, throttle_reasons, persistence_mode, mig_mode, ecc, retired_pages,
+            remapped_rows, nvlink, spec (vendor peak figures or null), processes (when asked).
+          type: list
+          elements: dict
+        host:
+          description: Host context (container, container_kind, virtualization, init_system, os, kernel, cpu,
+            memory_total_mib, shm_size_mib, memlock_limit_kib).
+          type: dict
+        xid:
+          description: Xid events from the kernel log (readable, source, reason, events, counts).
+          type: dict
+        health:
+          description: Status (ok, degraded, failed, unknown) and findings (code, severity, gpu_index, message).
+          type: dict
+        duration_s:
+          description: Seconds spent gathering.
+          type: float
+"""
+
+import os
+import platform
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.gpufleet import facts as gpufacts
+
+try:
+    import pynvml
+
+    PYNVML_IMPORT_ERROR = None
+except Exception:  # ImportError, or a broken install
+    pynvml = None
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
+
+KERN_LOG_FILES = ("/var/log/kern.log",)
+KERN_LOG_MAX = 8 * 1024 * 1024
+
+
+def _smi_runner(module, path, timeout):
+    def run():
+        smi = path if os.path.sep in path else module.get_bin_path(path)
+        if not smi or not os.path.exists(smi):
+            return 127, b"", ("%s: command not found" % path).encode()
+        argv = [smi, "-q", "-x"]
+        timeout_bin = module.get_bin_path("timeout")
+        if timeout_bin:
+            argv = [timeout_bin, "-k", "5", str(timeout)] + argv
+        rc, out, err = module.run_command(argv, encoding=None)
+        if timeout_bin and rc in (124, 137):
+            return 124, out, err
+        return rc, out, err
+
+    return run
+
+
+def _command_runner(module):
+    def run(argv):
+        exe = module.get_bin_path(argv[0])
+        if not exe:
+            return None
+        return module.run_command([exe] + list(argv[1:]), encoding=None)
+
+    return run
+
+
+def _read_kernel_log(module):
+    reasons = []
+    dmesg = module.get_bin_path("dmesg")
+    if dmesg:
+        rc, out, err = module.run_command([dmesg], encoding=None)
+        if rc == 0 and out.strip():
+            return {"text": out, "source": "dmesg"}
+        reasons.append("dmesg: rc=%s %s" % (rc, err.decode("utf-8", "replace").strip()[:200]))
+    else:
+        reasons.append("dmesg: not installed")
+    journalctl = module.get_bin_path("journalctl")
+    if journalctl:
+        rc, out, err = module.run_command([journalctl, "-k", "-b", "--no-pager", "-q"], encoding=None)
+        if rc == 0 and out.strip():
+            return {"text": out, "source": "journalctl -k"}
+        reasons.append("journalctl -k: rc=%s %s" % (rc, (err.strip() or out.strip()).decode("utf-8", "replace")[:200]))
+    else:
+        reasons.append("journalctl: not installed")
+    for path in KERN_LOG_FILES:
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > KERN_LOG_MAX:
+                    fh.seek(size - KERN_LOG_MAX)
+                return {"text": fh.read(), "source": path}
+        except OSError as exc:
+            reasons.append("%s: %s" % (path, exc.strerror or exc))
+    return {"text": None, "source": None, "reason": "; ".join(reasons)}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            include_processes=dict(type="bool", default=False),
+            nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+            nvidia_smi_timeout=dict(type="int", default=20),
+            kernel_log=dict(type="bool", default=True),
+            prefer=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
+            expected_gpu_count=dict(type="int"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    kernel_log = _read_kernel_log(module) if p["kernel_log"] else None
+    facts = gpufacts.collect(
+        pynvml=pynvml,
+        run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"]),
+        run=_command_runner(module),
+        kernel_log=kernel_log,
+        prefer=p["prefer"],
+        include_processes=p["include_processes"],
+        expected_gpu_count=p["expected_gpu_count"],
+        uname_release=platform.release(),
+    )
+    if pynvml is None:
+        facts.setdefault("warnings", []).append(
+            "NVML not used: " + missing_required_lib("nvidia-ml-py") + " Fell back to nvidia-smi.")
+    module.exit_json(changed=False, ansible_facts={"gpu": facts})
+
+
+if __name__ == "__main__":
+    main()

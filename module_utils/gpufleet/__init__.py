@@ -1,0 +1,1 @@
+"""gpufleet: pure logic behind the gpufleet Ansible modules (no Ansible imports)."""

@@ -1,0 +1,247 @@
+"""Assemble the gpufleet GPU facts: NVML or nvidia-smi, host context, Xid events, health summary.
+
+``collect`` never raises. Its inputs are injected (pynvml module, an nvidia-smi runner, file
+readers, the kernel log text) so the whole path runs in tests on recorded data.
+"""
+
+import os
+import time
+
+from . import hostctx, nvml, nvsmi
+
+SCHEMA = 1
+
+# Error codes that mean "the GPU stack is broken here" (CUDA cannot work): health failed.
+BROKEN_CODES = {
+    "driver_library_mismatch", "driver_not_reachable", "driver_not_loaded", "no_devices",
+    "device_handle_error", "gpu_lost", "gpu_reset_required", "corrupted_inforom",
+}
+# Error codes after which nothing is known about the GPUs: health unknown.
+# (anything not in BROKEN_CODES is treated this way)
+
+# Throttle reasons that point at hardware protection kicking in (gpu-performance.md section 3.2:
+# gpud flags HW slowdown; DCGM targeted_power fails on clock drops).
+THROTTLE_WARN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+
+_XID_SEVERITY = {"critical": "critical", "warning": "warning", "app": "info", "unknown": "info"}
+
+
+def _default_read(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(1 << 20)
+    except OSError:
+        return None
+
+
+def _default_statvfs(path):
+    try:
+        return os.statvfs(path)
+    except OSError:
+        return None
+
+
+def _default_getrlimit():
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_MEMLOCK)
+
+
+def _rlim_infinity():
+    try:
+        import resource
+
+        return resource.RLIM_INFINITY
+    except ImportError:  # pragma: no cover - non-POSIX
+        return -1
+
+
+def run_smi(run_nvidia_smi, include_processes):
+    """Run nvidia-smi through the injected callable and parse; never raises."""
+    if run_nvidia_smi is None:
+        return nvsmi.empty_facts(source="none", error="nvidia-smi runner not given", error_code="nvidia_smi_missing")
+    try:
+        result = run_nvidia_smi()
+    except Exception as exc:
+        return nvsmi.empty_facts(error="running nvidia-smi failed: %s" % exc, error_code="nvidia_smi_failed")
+    if result is None:
+        return nvsmi.empty_facts(source="none", error="nvidia-smi not found", error_code="nvidia_smi_missing")
+    rc, out, err = result
+    if rc == 127:
+        return nvsmi.empty_facts(source="none", error="nvidia-smi not found: %s" % nvsmi.decode(err)[0].strip(),
+                                 error_code="nvidia_smi_missing")
+    if rc == 124:
+        return nvsmi.empty_facts(error="nvidia-smi timed out", error_code="nvidia_smi_timeout")
+    return nvsmi.parse_output(rc, out, err, include_processes=include_processes)
+
+
+def gpu_facts(pynvml=None, run_nvidia_smi=None, prefer="auto", include_processes=False):
+    """GPU part of the facts: NVML first (unless prefer="nvidia-smi"), the other as fallback."""
+    order = ["nvidia-smi", "nvml"] if prefer == "nvidia-smi" else ["nvml", "nvidia-smi"]
+    attempts = []
+    results = []
+    for method in order:
+        if method == "nvml":
+            result = nvml.collect(pynvml, include_processes=include_processes)
+        else:
+            result = run_smi(run_nvidia_smi, include_processes)
+        attempts.append({"source": method, "error_code": result["error_code"], "error": result["error"]})
+        results.append(result)
+        if not result["error"]:
+            break
+    chosen = next((r for r in results if not r["error"]), None)
+    if chosen is None:
+        # Prefer a result that says something about the GPU (driver mismatch) over "tool missing".
+        informative = [r for r in results if r["error_code"] not in (
+            "pynvml_missing", "nvml_library_not_found", "nvidia_smi_missing")]
+        chosen = informative[0] if informative else results[0]
+        if not informative:
+            chosen["source"] = "none"
+    chosen["attempts"] = attempts
+    if len(attempts) > 1 and chosen is results[-1] and not chosen["error"]:
+        chosen["warnings"].append("%s failed (%s), facts came from %s" % (
+            attempts[0]["source"], attempts[0]["error_code"], attempts[-1]["source"]))
+    return chosen
+
+
+def kernel_log_facts(kernel_log):
+    """``kernel_log``: None (not read), or {"text", "source"}, or {"readable": False, "source", "reason"}."""
+    if kernel_log is None:
+        return hostctx.unreadable(None, "kernel log not read (kernel_log disabled)")
+    if kernel_log.get("text") is None:
+        return hostctx.unreadable(kernel_log.get("source"), kernel_log.get("reason") or "kernel log unreadable")
+    return hostctx.parse_kernel_log(kernel_log["text"], kernel_log.get("source"))
+
+
+def _finding(findings, code, severity, gpu_index, message, **extra):
+    item = {"code": code, "severity": severity, "gpu_index": gpu_index, "message": message}
+    item.update(extra)
+    findings.append(item)
+
+
+def health(facts, expected_gpu_count=None):
+    """Health summary from assembled facts: status and findings."""
+    findings = []
+    error_code = facts.get("error_code")
+    if facts.get("error"):
+        if error_code in BROKEN_CODES:
+            _finding(findings, "gpu_stack_broken", "critical", None,
+                     "GPU stack broken (%s): %s" % (error_code, facts["error"]), error_code=error_code)
+        else:
+            _finding(findings, "gpu_facts_unavailable", "unknown", None,
+                     "GPU facts unavailable (%s): %s" % (error_code, facts["error"]), error_code=error_code)
+    elif facts.get("gpu_count", 0) == 0:
+        _finding(findings, "no_gpus", "critical", None, "no GPU visible to %s" % facts.get("source"))
+    if expected_gpu_count is not None and not facts.get("error") and facts.get("gpu_count", 0) < expected_gpu_count:
+        _finding(findings, "gpu_count_low", "critical", None,
+                 "%d GPU(s) visible, %d expected" % (facts.get("gpu_count", 0), expected_gpu_count))
+
+    by_pci = {}
+    for gpu in facts.get("gpus", []):
+        idx = gpu.get("index")
+        by_pci[hostctx.normalize_pci(gpu.get("pci_bus_id"))] = idx
+        _gpu_findings(findings, gpu, idx)
+
+    xid = facts.get("xid") or {}
+    if xid and not xid.get("readable", True):
+        _finding(findings, "kernel_log_unreadable", "info", None,
+                 "kernel log not checked for Xid errors: %s" % xid.get("reason"))
+    grouped = {}
+    for ev in xid.get("events", []):
+        key = (ev["xid"], ev.get("pci"))
+        grouped.setdefault(key, []).append(ev)
+    for (code, pci), events in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        sev = _XID_SEVERITY.get(events[0]["severity"], "info")
+        total = xid.get("counts_by_pci", {}).get("%d@%s" % (code, pci), len(events))
+        _finding(findings, "xid_%d" % code, sev, by_pci.get(pci),
+                 "Xid %d (%s) on PCI %s, %d line(s); last: %s" % (code, events[0]["name"], pci, total,
+                                                                  events[-1]["text"][:160]),
+                 pci=pci, count=total)
+
+    severities = {f["severity"] for f in findings}
+    if "critical" in severities:
+        status = "failed"
+    elif "unknown" in severities:
+        status = "unknown"
+    elif "warning" in severities:
+        status = "degraded"
+    else:
+        status = "ok"
+    return {"status": status, "findings": findings}
+
+
+def _gpu_findings(findings, gpu, idx):
+    name = gpu.get("name") or "GPU"
+    if gpu.get("lost"):
+        _finding(findings, "gpu_lost", "critical", idx, "%s %d is lost (NVML)" % (name, idx))
+    if gpu.get("reset_required"):
+        _finding(findings, "gpu_reset_required", "critical", idx, "%s %d reports reset required" % (name, idx))
+    pcie = gpu.get("pcie") or {}
+    if pcie.get("width_current") is not None and pcie.get("width_max") is not None \
+            and pcie["width_current"] < pcie["width_max"]:
+        _finding(findings, "pcie_width_below_max", "warning", idx, "PCIe link x%d, device supports x%d" % (
+            pcie["width_current"], pcie["width_max"]))
+    if pcie.get("gen_current") is not None and pcie.get("gen_max") is not None \
+            and pcie["gen_current"] < pcie["gen_max"]:
+        _finding(findings, "pcie_gen_below_max", "info", idx,
+                 "PCIe gen %d of max %d (idle GPUs downtrain the link; check again under load)" % (
+                     pcie["gen_current"], pcie["gen_max"]))
+    ecc = gpu.get("ecc") or {}
+    if (ecc.get("volatile_uncorrected") or 0) > 0:
+        _finding(findings, "ecc_uncorrectable_volatile", "critical", idx,
+                 "%d uncorrectable ECC error(s) since the last driver load" % ecc["volatile_uncorrected"])
+    elif (ecc.get("aggregate_uncorrected") or 0) > 0:
+        _finding(findings, "ecc_uncorrectable_aggregate", "warning", idx,
+                 "%d uncorrectable ECC error(s) over the GPU's lifetime" % ecc["aggregate_uncorrected"])
+    pages = gpu.get("retired_pages") or {}
+    if pages.get("pending"):
+        _finding(findings, "retired_pages_pending", "warning", idx, "page retirement pending: reset the GPU")
+    rows = gpu.get("remapped_rows") or {}
+    if rows.get("failure"):
+        _finding(findings, "row_remap_failure", "critical", idx, "row remapping failed: the GPU needs replacing")
+    if rows.get("pending"):
+        _finding(findings, "row_remap_pending", "warning", idx,
+                 "row remapping pending (%s uncorrectable): reset the GPU" % rows.get("uncorrectable"))
+    active = [r for r in gpu.get("throttle_reasons") or [] if r in THROTTLE_WARN]
+    if active:
+        _finding(findings, "clocks_throttled_hw", "warning", idx, "clock slowdown active: %s" % ", ".join(active),
+                 reasons=active)
+    if gpu.get("persistence_mode") is False:
+        _finding(findings, "persistence_mode_off", "info", idx, "persistence mode is off")
+    nvlink = gpu.get("nvlink") or {}
+    if nvlink.get("links_total") and (nvlink.get("links_active") or 0) < nvlink["links_total"]:
+        _finding(findings, "nvlink_links_down", "warning", idx, "%s of %s NVLink links active" % (
+            nvlink.get("links_active"), nvlink["links_total"]))
+    spec = gpu.get("spec") or {}
+    if spec.get("power_w") and gpu.get("power_limit_w") and gpu["power_limit_w"] < 0.9 * spec["power_w"]:
+        _finding(findings, "power_limit_below_spec", "info", idx, "power limit %.0f W, spec %s W" % (
+            gpu["power_limit_w"], spec["power_w"]))
+
+
+def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os.path.exists, run=None,
+            statvfs=_default_statvfs, getrlimit=_default_getrlimit, kernel_log=None, prefer="auto",
+            include_processes=False, expected_gpu_count=None, uname_release=None, clock=time.monotonic):
+    """All GPU facts for one host. Never raises; problems end up in ``error``/``warnings``."""
+    start = clock()
+    try:
+        facts = gpu_facts(pynvml, run_nvidia_smi, prefer, include_processes)
+    except Exception as exc:  # defensive
+        facts = nvsmi.empty_facts(source="none", error="gpu facts failed: %r" % exc, error_code="internal_error")
+    facts["schema"] = SCHEMA
+    try:
+        facts["host"] = hostctx.collect_host(read_file, exists, run=run, statvfs=statvfs, getrlimit=getrlimit,
+                                             rlim_infinity=_rlim_infinity(), uname_release=uname_release)
+    except Exception as exc:  # defensive
+        facts["host"] = None
+        facts["warnings"].append("host context failed: %r" % exc)
+    try:
+        facts["xid"] = kernel_log_facts(kernel_log)
+    except Exception as exc:  # defensive
+        facts["xid"] = hostctx.unreadable(None, "kernel log parse failed: %r" % exc)
+    try:
+        facts["health"] = health(facts, expected_gpu_count)
+    except Exception as exc:  # defensive
+        facts["health"] = {"status": "unknown", "findings": [
+            {"code": "health_failed", "severity": "unknown", "gpu_index": None, "message": repr(exc)}]}
+    facts["duration_s"] = round(clock() - start, 3)
+    return facts

@@ -1,0 +1,103 @@
+"""library/gpu_facts.py run as a real Ansible module (ansible localhost -m gpu_facts).
+
+Hardware doubles: a fake ``nvidia-smi`` script that replays a recorded output, and a
+``pynvml`` that fails to import (so the run does not depend on the machine having NVML).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.doubles import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[2]
+DOUBLES = Path(__file__).resolve().parent / "doubles"
+ANSIBLE = Path(sys.executable).parent / "ansible"
+
+pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+
+
+def run_module(tmp_path, args="", smi_out=None, smi_rc=0, with_fake_smi=True, check=False):
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_DEPRECATION_WARNINGS="0",
+               PYTHONPATH=str(DOUBLES / "no_pynvml"), FAKE_NVIDIA_SMI_ARGS=str(tmp_path / "smi-args"))
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()]
+    if with_fake_smi:
+        path.insert(0, str(DOUBLES / "fakebin"))
+    env["PATH"] = os.pathsep.join(path)
+    if smi_out:
+        env["FAKE_NVIDIA_SMI_OUT"] = str(smi_out)
+    env["FAKE_NVIDIA_SMI_RC"] = str(smi_rc)
+    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
+           "-m", "gpu_facts", "-e", "ansible_python_interpreter=%s" % sys.executable]
+    if args:
+        cmd += ["-a", args]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result
+
+
+def test_module_reads_recorded_nvidia_smi_xml(tmp_path):
+    result = run_module(tmp_path, "include_processes=true kernel_log=false",
+                        smi_out=FIXTURES / "nvidia_smi_xml" / "telegraf-pr_dual_a5000-v13.xml")
+    assert result["changed"] is False
+    gpu = result["ansible_facts"]["gpu"]
+    assert gpu["source"] == "nvidia-smi" and gpu["error"] is None
+    assert gpu["driver_version"] == "590.44.01" and gpu["cuda_driver_version"] == "13.1"
+    assert gpu["gpu_count"] == 2
+    assert [g["pci_bus_id"] for g in gpu["gpus"]] == ["00000000:81:00.0", "00000000:C1:00.0"]
+    assert gpu["gpus"][0]["processes"][0]["pid"] == 100477
+    assert gpu["attempts"][0]["error_code"] == "pynvml_missing"
+    assert any("nvidia-ml-py" in w for w in gpu["warnings"])
+    assert gpu["xid"]["readable"] is False
+    assert gpu["health"]["status"] in ("ok", "degraded")
+    assert isinstance(gpu["host"]["container"], bool) and gpu["host"]["os"]["id"]
+    # nvidia-smi was asked for XML, under a timeout
+    assert (tmp_path / "smi-args").read_text().split() == ["-q", "-x"]
+
+
+def test_module_reports_driver_mismatch(tmp_path):
+    mismatch = FIXTURES / "nvidia_smi_text" / "error_nvml-driver-library-mismatch_shine-cluster-30.txt"
+    result = run_module(tmp_path, "kernel_log=false", smi_out=mismatch,
+                        smi_rc=18)
+    gpu = result["ansible_facts"]["gpu"]
+    assert gpu["error_code"] == "driver_library_mismatch"
+    assert gpu["health"]["status"] == "failed"
+
+
+def test_module_without_nvidia_smi(tmp_path):
+    result = run_module(tmp_path, "kernel_log=true", with_fake_smi=False)
+    gpu = result["ansible_facts"]["gpu"]
+    assert result["changed"] is False
+    assert gpu["source"] == "none" and gpu["gpu_count"] == 0
+    assert gpu["health"]["status"] == "unknown"
+    assert {a["error_code"] for a in gpu["attempts"]} == {"pynvml_missing", "nvidia_smi_missing"}
+    # the kernel log is either read or says why not
+    assert gpu["xid"]["readable"] or gpu["xid"]["reason"]
+
+
+def test_module_check_mode(tmp_path):
+    result = run_module(tmp_path, "kernel_log=false prefer=nvidia-smi",
+                        smi_out=FIXTURES / "nvidia_smi_xml" / "telegraf_tesla-t4.xml", check=True)
+    # facts are gathered in check mode too (the module only reads)
+    assert result["changed"] is False and "skipped" not in result
+    assert result["ansible_facts"]["gpu"]["gpus"][0]["spec"]["key"] == "t4"
+
+
+def test_ansible_doc_renders():
+    doc = Path(sys.executable).parent / "ansible-doc"
+    proc = subprocess.run([str(doc), "-M", "library", "gpu_facts"], cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PAGER="cat"))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"nvidia_smi_timeout", proc.stdout) and "include_processes" in proc.stdout

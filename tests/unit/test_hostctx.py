@@ -1,0 +1,178 @@
+"""Host context from plain inputs, and Xid parsing of recorded kernel logs."""
+
+import os
+import types
+
+import pytest
+from gpufleet import hostctx
+
+from tests.unit.doubles import fixture_bytes
+
+
+def log(name):
+    return fixture_bytes("kernel_logs", name)
+
+
+def test_xid_48_63_94_iso_dmesg():
+    x = hostctx.parse_kernel_log(log("gpud_xid48-63-94_peermem_dmesg-iso.log"), "dmesg")
+    assert x["readable"] and x["source"] == "dmesg"
+    assert x["counts"] == {"48": 1, "63": 1, "94": 9}
+    first = x["events"][0]
+    assert first["xid"] == 48 and first["pci"] == "0000:19:00" and first["pid"] is None
+    assert first["severity"] == "critical"
+    assert first["text"].startswith("An uncorrectable double bit error (DBE)")
+    named = [e for e in x["events"] if e["pid"] == 1248209]
+    assert named and named[0]["process"] == "python3.10" and named[0]["severity"] == "warning"
+
+
+def test_xid_119_bracketed_timestamps():
+    x = hostctx.parse_kernel_log(log("gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"))
+    assert x["counts"] == {"119": 5}
+    assert {e["pci"] for e in x["events"]} == {"0000:9b:00"}
+    assert x["events"][0]["pid"] == 2024380 and x["events"][0]["process"] == "nvidia-smi"
+    assert [m["code"] for m in x["nvrm_messages"]] == ["gsp_rpc_rate_limited"]
+
+
+def test_many_xid_13_lines_are_capped_but_counted():
+    x = hostctx.parse_kernel_log(log("gpud_xid13-43_dmesg-decode-iso.log"))
+    assert x["total"] == 636 and x["counts"] == {"13": 629, "43": 7}
+    assert x["counts_by_pci"] == {"13@0000:38:00": 629, "43@0000:38:00": 7}
+    assert x["truncated"] and len(x["events"]) == hostctx.MAX_EVENTS
+    assert {e["xid"] for e in x["events"]} == {13, 43}  # the rarer code survives the cap
+    assert all(e["severity"] == "app" for e in x["events"])
+
+
+def test_journal_xid_45():
+    x = hostctx.parse_kernel_log(log("ogkm-1150_xid45-caused-by-xid149-145_590.48.01_journal.log"))
+    assert x["counts"] == {"45": 7}
+    assert {e["pci"] for e in x["events"]} == {"0000:dc:00", "0000:ed:00", "0000:ba:00", "0000:97:00"}
+    assert x["events"][0]["text"] == "Ch 00000001 caused by previous Xid 149"
+
+
+def test_legacy_fallen_off_the_bus_is_xid_79():
+    x = hostctx.parse_kernel_log(log("bumblebee-554_gpu-fallen-off-bus-legacy-format_dmesg.log"))
+    assert x["counts"] == {"79": 2}
+    assert x["events"][0]["pci"] == "0000:01:00" and x["events"][0]["severity"] == "critical"
+    assert x["events"][0]["derived"] is True
+
+
+def test_syslog_escaped_newlines_and_api_mismatch():
+    name = "stackhpc-slurm-appliance-287_api-mismatch-syslog-escaped-012_535.54.03-vs-530.30.02.log"
+    x = hostctx.parse_kernel_log(log(name))
+    assert x["events"] == []
+    assert x["nvrm_messages"][0]["code"] == "api_mismatch"
+    # an Xid inside a #012-escaped syslog line is still found
+    line = (b"Jun 30 11:07:05 gpu-0 kernel: NVRM: something#012NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, "
+            b"name=python, GPU has fallen off the bus.")
+    x = hostctx.parse_kernel_log(line)
+    assert [(e["xid"], e["pci"], e["pid"]) for e in x["events"]] == [(79, "0000:3b:00", 1234)]
+
+
+def test_clean_boot_log_has_no_events():
+    x = hostctx.parse_kernel_log(log("gpud_535.129.03_boot_dmesg.log"))
+    assert x["events"] == [] and x["total"] == 0 and x["readable"]
+
+
+def test_no_adapter_probed():
+    x = hostctx.parse_kernel_log(log("mattshma-bigdata-133_no-adapter-probed_nouveau-conflict_dmesg.log"))
+    assert "no_adapter_probed" in [m["code"] for m in x["nvrm_messages"]]
+
+
+def test_unknown_xid_code_is_unknown_not_guessed():
+    x = hostctx.parse_kernel_log("NVRM: Xid (PCI:0000:01:00): 999, pid=1, name=x, whatever")
+    assert x["events"][0]["severity"] == "unknown"
+
+
+def test_every_xid_class_has_a_source():
+    for code, entry in hostctx.XID_CLASSES.items():
+        assert entry["severity"] in ("critical", "warning", "app"), code
+        assert entry["source"], code
+    assert hostctx.XID_CLASSES[79]["severity"] == "critical"
+
+
+@pytest.mark.parametrize(("pci", "norm"), [
+    ("00000000:19:00.0", "0000:19:00"), ("PCI:0000:3b:00", "0000:3b:00"), ("0000:3B:00.0", "0000:3b:00"),
+    (None, None),
+])
+def test_normalize_pci(pci, norm):
+    assert hostctx.normalize_pci(pci) == norm
+
+
+# ----------------------------------------------------------------------------- host context
+OS_RELEASE = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n'
+MEMINFO = "MemTotal:       2113567300 kB\nMemFree:        1000 kB\n"
+CPUINFO = ("processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu hypervisor\n\n"
+           "processor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu hypervisor\n")
+
+
+def host(files, existing=(), run=None, rlimit=(65536, 65536)):
+    return hostctx.collect_host(
+        read_file=lambda p: files.get(p), exists=lambda p: p in existing, run=run,
+        statvfs=lambda p: types.SimpleNamespace(f_frsize=4096, f_blocks=16384),
+        getrlimit=lambda: rlimit, rlim_infinity=-1, uname_release="6.1.0-18-amd64")
+
+
+def test_docker_container_without_systemd():
+    h = host({"/etc/os-release": OS_RELEASE, "/proc/meminfo": MEMINFO, "/proc/cpuinfo": CPUINFO,
+              "/proc/1/comm": "tini\n", "/proc/1/cgroup": "0::/\n", "/sys/fs/cgroup/cpu.max": "800000 100000\n"},
+             existing={"/.dockerenv"})
+    assert h["container"] is True and h["container_kind"] == "docker"
+    assert h["init_system"] == "none" and h["pid1_comm"] == "tini"
+    assert h["os"] == {"id": "debian", "version_id": "12", "pretty_name": "Debian GNU/Linux 12 (bookworm)"}
+    assert h["cpu"] == {"model": "AMD EPYC 9654 96-Core Processor", "count": 2, "quota": 8.0}
+    assert h["memory_total_mib"] == 2113567300 // 1024
+    assert h["shm_size_mib"] == 64
+    assert h["memlock_limit_kib"] == 64
+    assert h["kernel"] == "6.1.0-18-amd64"
+    assert h["virtualization"] == "unknown-hypervisor"  # hypervisor CPU flag, no better hint
+
+
+def test_systemd_vm():
+    def run(argv):
+        return (0, b"kvm\n", b"") if argv[-1] == "--vm" else (1, b"none\n", b"")
+    h = host({"/proc/1/comm": "systemd\n", "/proc/1/cgroup": "0::/init.scope\n"},
+             existing={"/run/systemd/system"}, run=run, rlimit=(-1, -1))
+    assert h["container"] is False and h["container_kind"] is None
+    assert h["virtualization"] == "kvm" and h["init_system"] == "systemd"
+    assert h["memlock_limit_kib"] == "unlimited"
+
+
+@pytest.mark.parametrize(("kwargs", "kind"), [
+    ({"containerenv": True}, "podman"),
+    ({"environ": b"PATH=/bin\0container=lxc\0"}, "lxc"),
+    ({"cgroup": "12:pids:/kubepods/besteffort/pod1/abc\n"}, "kubernetes"),
+    ({"cgroup": "11:memory:/docker/0123abcd\n"}, "docker"),
+    ({"detect_virt_container": "systemd-nspawn"}, "systemd-nspawn"),
+])
+def test_container_signs(kwargs, kind):
+    assert hostctx.detect_container(**kwargs) == (True, kind)
+
+
+def test_bare_metal():
+    assert hostctx.detect_container(cgroup="0::/init.scope\n", detect_virt_container="none") == (False, None)
+    assert hostctx.detect_virtualization(None, "PowerEdge XE9680", "Dell Inc.", "flags : fpu\n") is None
+    assert hostctx.detect_virtualization(None, "Google Compute Engine", "Google", None) == "google"
+
+
+def test_broken_readers_do_not_raise():
+    def boom(path):
+        raise PermissionError(path)
+    h = hostctx.collect_host(read_file=boom, exists=lambda p: False, run=lambda a: (_ for _ in ()).throw(OSError()),
+                             statvfs=boom, getrlimit=boom)
+    assert h["container"] is False and h["os"]["id"] is None and h["memlock_limit_kib"] is None
+
+
+def test_real_host_readers_work_here():
+    # smoke test on this machine's real files: the shapes are right whatever the host is
+    def read(path):
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    h = hostctx.collect_host(read_file=read,
+                             exists=os.path.exists, statvfs=os.statvfs,
+                             getrlimit=lambda: __import__("resource").getrlimit(__import__("resource").RLIMIT_MEMLOCK))
+    assert isinstance(h["container"], bool)
+    assert h["init_system"] in ("systemd", "none")
+    assert h["memory_total_mib"] and h["memory_total_mib"] > 0
