@@ -104,6 +104,20 @@ def gpu_facts(pynvml=None, run_nvidia_smi=None, prefer="auto", include_processes
     return chosen
 
 
+# Errors that NVML and nvidia-smi give when nothing better is known. Seen for real: Debian's
+# libnvidia-ml1 in a container with no kernel driver fails nvmlInit with "Unknown Error" (999).
+VAGUE_CODES = ("nvml_unknown_error", "nvml_error", "unknown")
+DRIVER_PROC_FILE = "/proc/driver/nvidia/version"
+
+
+def explain_without_driver(facts, exists):
+    """Name a missing kernel driver when NVML only says "Unknown Error" and the driver's proc file is absent."""
+    if facts.get("error") and facts.get("error_code") in VAGUE_CODES and not exists(DRIVER_PROC_FILE):
+        facts["error"] = "%s; %s is absent, so the NVIDIA kernel driver is not loaded" % (
+            facts["error"], DRIVER_PROC_FILE)
+        facts["error_code"] = "driver_not_loaded"
+
+
 def kernel_log_facts(kernel_log):
     """``kernel_log``: None (not read), or {"text", "source"}, or {"readable": False, "source", "reason"}."""
     if kernel_log is None:
@@ -209,7 +223,10 @@ def _gpu_findings(findings, gpu, idx):
     if gpu.get("persistence_mode") is False:
         _finding(findings, "persistence_mode_off", "info", idx, "persistence mode is off")
     nvlink = gpu.get("nvlink") or {}
-    if nvlink.get("links_total") and (nvlink.get("links_active") or 0) < nvlink["links_total"]:
+    active_links = nvlink.get("links_active") or 0
+    # PCIe cards without the optional NVLink bridge show every link inactive: that is no fault.
+    bridgeless = active_links == 0 and (gpu.get("spec") or {}).get("form_factor") != "SXM"
+    if nvlink.get("links_total") and active_links < nvlink["links_total"] and not bridgeless:
         _finding(findings, "nvlink_links_down", "warning", idx, "%s of %s NVLink links active" % (
             nvlink.get("links_active"), nvlink["links_total"]))
     spec = gpu.get("spec") or {}
@@ -228,6 +245,10 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     except Exception as exc:  # defensive
         facts = nvsmi.empty_facts(source="none", error="gpu facts failed: %r" % exc, error_code="internal_error")
     facts["schema"] = SCHEMA
+    try:
+        explain_without_driver(facts, exists)
+    except Exception as exc:  # defensive
+        facts["warnings"].append("driver check failed: %r" % exc)
     try:
         facts["host"] = hostctx.collect_host(read_file, exists, run=run, statvfs=statvfs, getrlimit=getrlimit,
                                              rlim_infinity=_rlim_infinity(), uname_release=uname_release)

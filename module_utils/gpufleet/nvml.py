@@ -188,6 +188,9 @@ def _gpu(nv, index, include_processes):
     handle = call("handle", "nvmlDeviceGetHandleByIndex", index)
     if handle is None:
         gpu["nvml_errors"] = call.errors or {"handle": "no handle"}
+        # A GPU that fell off the bus still counts: health names it instead of skipping it.
+        if any(str(v).startswith("gpu_lost") for v in call.errors.values()):
+            gpu["lost"] = True
         return gpu
     gpu["name"] = _text(call("name", "nvmlDeviceGetName", handle))
     gpu["uuid"] = _text(call("uuid", "nvmlDeviceGetUUID", handle))

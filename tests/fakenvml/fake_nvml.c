@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -668,11 +669,16 @@ static nvmlReturn_t load_profile(void)
 {
     const char *path = getenv("GPUFLEET_FAKE_NVML_PROFILE");
     char err[200];
+    /* Test containers (molecule, demo fleet) have no way to pass the variable to every process
+     * Ansible starts, so the double also reads a profile at a fixed path inside such a container. */
+    static const char container_profile[] = "/etc/gpufleet-fake-nvml/profile.json";
     char *text;
     const jnode *gpus;
     unsigned int i;
 
     unload_profile();
+    if ((!path || !*path) && access(container_profile, R_OK) == 0)
+        path = container_profile;
     if (!path || !*path) {
         warn("GPUFLEET_FAKE_NVML_PROFILE is not set; this library is a test double");
         return NVML_ERROR_UNKNOWN;

@@ -165,3 +165,21 @@ def test_idle_pcie_gen_is_info_only():
                 kernel_log={"text": "", "source": "dmesg"})
     assert ("pcie_gen_below_max", "info", 0) in codes(f) and ("pcie_gen_below_max", "info", 1) in codes(f)
     assert f["health"]["status"] == "ok"
+
+
+UNKNOWN_ERROR_SMI = b"Failed to initialize NVML: Unknown Error\n"
+
+
+@pytest.mark.parametrize("driver_loaded, code, status", [
+    (False, "driver_not_loaded", "failed"),
+    (True, "nvml_unknown_error", "unknown"),
+])
+def test_unknown_nvml_error_names_a_missing_driver_only_when_proc_says_so(driver_loaded, code, status):
+    # Debian's real libnvidia-ml1 in a container without the kernel driver: nvmlInit fails with
+    # "Unknown Error" (999) and nvidia-smi prints the same (seen in molecule scenario "facts").
+    nv = FakeNvml("x", 0, [], init_error=fake_pynvml.NVMLError(999))
+    f = collect(pynvml=nv, run_nvidia_smi=lambda: (255, UNKNOWN_ERROR_SMI, b""),
+                exists=lambda p: driver_loaded and p == gf.DRIVER_PROC_FILE)
+    assert f["error_code"] == code
+    assert f["health"]["status"] == status
+    assert ("kernel driver is not loaded" in f["error"]) is (not driver_loaded)

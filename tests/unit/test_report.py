@@ -1,0 +1,463 @@
+"""Fleet report: the sample fleet in tests/fixtures/report/ rendered in every format."""
+
+import copy
+import csv
+import datetime
+import html
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpufleet import report
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "report"
+CLI = ROOT / "scripts" / "fleet-report"
+NOW = datetime.datetime(2025, 6, 3, 9, 30, tzinfo=datetime.timezone.utc)
+
+INVENTORY = ["gpu-h100-01", "gpu-a100-02", "gpu-4090-03", "gpu-nodriver-04", "gpu-unreach-05", "gpu-l40s-06",
+             "demo-sim-07", "gpu-never-08"]
+EXPECTED_STATUS = {
+    "gpu-h100-01": "ok",
+    "gpu-a100-02": "failed",  # GPU 2 uncorrectable ECC + failed row remap, GPU 3 lost (Xid 79)
+    "gpu-4090-03": "degraded",  # PCIe x4 riser, gate h2d bandwidth failed
+    "gpu-nodriver-04": "no-gpu",  # nvmlInit: Driver Not Loaded
+    "gpu-unreach-05": "unreachable",  # ssh timed out
+    "gpu-l40s-06": "failed",  # playbook failed: disk full
+    "demo-sim-07": "ok",  # fake NVML, labelled simulated
+    "gpu-never-08": "unreachable",  # no result file at all
+}
+# What a user must find in every format, per bad host.
+MUST_SHOW = {
+    "gpu-unreach-05": "Connection timed out",
+    "gpu-never-08": "no result (host not reached)",
+    "gpu-l40s-06": "No space left on device",
+    "gpu-nodriver-04": "Driver Not Loaded",
+    "gpu-a100-02": "is lost",
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return report.load_results(FIXTURES, inventory_hosts=INVENTORY)
+
+
+@pytest.fixture(scope="module")
+def summary(results):
+    return report.summarize(results, now=NOW)
+
+
+def by_host(summary):
+    return {h["host"]: h for h in summary["hosts"]}
+
+
+# --------------------------------------------------------------------------- Prometheus validator
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+_SAMPLE = re.compile(r"^(%s)(?:\{((?:%s)(?:,%s)*)?\})? (\S+)$" % (_NAME, _LABEL, _LABEL))
+_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def _unescape(value):
+    return re.sub(r'\\([\\"n])', lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def parse_prometheus(text):
+    """Validate node_exporter textfile syntax; return {(name, frozenset(labels)): value}."""
+    assert text.endswith("\n")
+    series = {}
+    help_seen, type_seen, finished = set(), {}, set()
+    current = None
+    for line in text.splitlines():
+        assert line.strip(), "blank line in textfile"
+        if line.startswith("# HELP "):
+            name = line.split(" ", 3)[2]
+            assert name not in help_seen, "second HELP for %s" % name
+            help_seen.add(name)
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in ("gauge", "counter", "untyped", "histogram", "summary")
+            assert name not in type_seen, "second TYPE for %s" % name
+            assert name in help_seen, "TYPE before HELP for %s" % name
+            type_seen[name] = kind
+            continue
+        assert not line.startswith("#"), line
+        m = _SAMPLE.match(line)
+        assert m, "not a sample line: %r" % line
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        assert name in help_seen and name in type_seen, "%s has samples before HELP/TYPE" % name
+        if name != current:
+            assert name not in finished, "samples of %s are not grouped" % name
+            if current:
+                finished.add(current)
+            current = name
+        float(value)  # raises on a bad value
+        pairs = [(k, _unescape(v)) for k, v in _LABEL_RE.findall(labels)]
+        assert len({k for k, _ in pairs}) == len(pairs), "repeated label name in %r" % line
+        key = (name, frozenset(pairs))
+        assert key not in series, "duplicate series %r" % line
+        series[key] = float(value)
+    return series
+
+
+def value(series, name, **labels):
+    return series[(name, frozenset((k, str(v)) for k, v in labels.items()))]
+
+
+# --------------------------------------------------------------------------- loading
+def test_load_results_lists_inventory_hosts_without_a_file_as_unreachable(results):
+    hosts = [r["host"] for r in results]
+    assert hosts == sorted(INVENTORY)
+    never = next(r for r in results if r["host"] == "gpu-never-08")
+    assert never["reachable"] is False
+    assert never["reason"] == "no result (host not reached)"
+
+
+def test_load_results_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(report.ReportInputError, match="does not exist"):
+        report.load_results(tmp_path / "nope")
+
+
+def test_load_results_survives_broken_files_and_flags_hosts_outside_inventory(tmp_path):
+    (tmp_path / "broken.json").write_text('{"host": "broken", "reachable": tr')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "stale.json").write_text('{"host": "stale", "reachable": true, "gpu": null}')
+    (tmp_path / ".hidden.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("not a result")
+    results = report.load_results(tmp_path, inventory_hosts="broken,list")
+    assert [r["host"] for r in results] == ["broken", "list", "stale"]
+    s = report.summarize(results, now=NOW)
+    hosts = by_host(s)
+    assert hosts["broken"]["status"] == "unknown"
+    assert "result file unreadable" in hosts["broken"]["reasons"][0]
+    assert "expected a JSON object" in hosts["list"]["reasons"][0]
+    assert any("stale" in w and "not in the given inventory" in w for w in s["warnings"])
+
+
+# --------------------------------------------------------------------------- summary
+def test_every_host_gets_the_status_a_user_expects(summary):
+    assert {h: e["status"] for h, e in by_host(summary).items()} == EXPECTED_STATUS
+
+
+def test_fleet_totals(summary):
+    t = summary["totals"]
+    assert t["hosts"] == 8
+    assert t["hosts_by_status"] == {"ok": 2, "degraded": 1, "failed": 2, "unreachable": 2, "no-gpu": 1,
+                                    "unknown": 0}
+    assert t["gpus"] == 8 + 4 + 1 + 2 + 1
+    assert t["gpus_by_model"]["NVIDIA H100 80GB HBM3"] == 8
+    assert t["gpus_by_model"]["NVIDIA A100 80GB PCIe"] == 4
+    # usable: GPUs on ok/degraded hosts, none lost: 8 H100 + 1 RTX 4090 + 1 H200
+    assert t["gpus_usable"] == 10
+    assert t["simulated_hosts"] == 1
+    mib = 8 * 81559 + 3 * 81920 + 24564 + 2 * 46068 + 143771  # the lost A100 reports no memory
+    assert t["gpu_memory_total_gib"] == round(mib / 1024.0, 1)
+    # dense BF16 peaks from the spec rows: H100 SXM 989, A100 312 (lost one excluded), 4090 165.2, L40S 362, H200 989
+    assert t["peak_bf16_tflops"] == pytest.approx(8 * 989 + 3 * 312 + 165.2 + 2 * 362.05 + 989, abs=0.2)
+    assert t["price_per_hour"] == pytest.approx(23.92 + 7.16 + 0.39 + 1.10 + 0.42 + 1.72)
+    assert t["priced_hosts"] == 6
+    peak_priced = 8 * 989 + 3 * 312 + 165.2 + 2 * 362.05
+    assert t["usd_per_peak_tflop_hour"] == pytest.approx((23.92 + 7.16 + 0.39 + 1.72) / peak_priced, rel=1e-3)
+    h100_measured = sum(742.5 - 3.1 * i for i in range(8))
+    assert t["measured_tflops"] == pytest.approx(h100_measured + 148.7, abs=0.1)
+    assert t["usd_per_measured_tflop_hour"] == pytest.approx((23.92 + 0.39) / (h100_measured + 148.7), rel=1e-3)
+
+
+def test_bad_hosts_name_each_broken_host_with_reason_and_action(summary):
+    bad = {b["host"]: b for b in summary["bad_hosts"]}
+    assert set(bad) == {h for h, st in EXPECTED_STATUS.items() if st != "ok"}
+    assert [b["status"] for b in summary["bad_hosts"]] == ["failed", "failed", "no-gpu", "unreachable",
+                                                          "unreachable", "degraded"]
+    for host, text in MUST_SHOW.items():
+        assert any(text in r for r in bad[host]["reasons"]), (host, bad[host]["reasons"])
+    a100 = " ".join(bad["gpu-a100-02"]["reasons"])
+    assert "GPU 2: 2 uncorrectable ECC" in a100 and "Xid 79" in a100
+    assert bad["gpu-a100-02"]["action"] == report.ACTION_RETURN
+    assert bad["gpu-nodriver-04"]["action"] == report.ACTION_RETURN
+    assert bad["gpu-4090-03"]["action"] == report.ACTION_RETURN
+    assert any("x4" in r for r in bad["gpu-4090-03"]["reasons"])
+    assert any("gate h2d_bandwidth failed" in r for r in bad["gpu-4090-03"]["reasons"])
+    assert bad["gpu-l40s-06"]["action"] == report.ACTION_FIX
+    assert bad["gpu-unreach-05"]["action"] == report.ACTION_CHECK
+
+
+def test_gate_failure_flags_an_otherwise_healthy_host(results):
+    h100 = copy.deepcopy(next(r for r in results if r["host"] == "gpu-h100-01"))
+    h100["gate"][0].update(measured=410.0, fraction_of_peak=0.41, passed=False, why="below 0.6 of peak")
+    entry = report.summarize([h100], now=NOW)["hosts"][0]
+    assert entry["status"] == "degraded"
+    assert entry["reasons"] == ["GPU 0: gate matmul_bf16 failed (41% of peak): below 0.6 of peak"]
+
+
+def test_doctor_findings_escalate_and_choose_the_action(results):
+    l40s = copy.deepcopy(next(r for r in results if r["host"] == "gpu-l40s-06"))
+    l40s.update(failed=False, reason=None, doctor={"status": "broken", "findings": [
+        {"code": "torch_cpu_wheel", "severity": "critical", "fixable": True,
+         "message": "torch 2.3.1+cpu is a CPU-only wheel", "remedy": "install the cu121 wheel"}]})
+    entry = report.summarize([l40s], now=NOW)["hosts"][0]
+    assert entry["status"] == "failed"
+    assert entry["action"] == report.ACTION_FIX
+    assert "doctor: torch 2.3.1+cpu is a CPU-only wheel (remedy: install the cu121 wheel)" in entry["reasons"]
+    l40s["doctor"]["findings"][0].update(code="container_without_gpus", fixable=False)
+    assert report.summarize([l40s], now=NOW)["hosts"][0]["action"] == report.ACTION_RETURN
+
+
+# --------------------------------------------------------------------------- every format
+RENDERERS = {
+    "json": report.to_json,
+    "csv": report.to_csv,
+    "markdown": report.to_markdown,
+    "html": report.to_html,
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
+def test_unreachable_and_failed_hosts_appear_with_reasons_in_every_format(summary, fmt):
+    text = RENDERERS[fmt](summary)
+    for host, reason in MUST_SHOW.items():
+        assert host in text, (fmt, host)
+        assert reason in text, (fmt, reason)
+    for status in EXPECTED_STATUS.values():
+        assert status in text
+
+
+def test_prometheus_marks_bad_hosts(summary):
+    series = parse_prometheus(report.to_prometheus(summary))
+    for host, status in EXPECTED_STATUS.items():
+        assert value(series, "gpufleet_host_status", host=host, status=status) == 1
+        others = [value(series, "gpufleet_host_status", host=host, status=s) for s in report.STATUSES if s != status]
+        assert others == [0] * (len(report.STATUSES) - 1)
+    assert value(series, "gpufleet_host_up", host="gpu-unreach-05") == 0
+    assert value(series, "gpufleet_host_up", host="gpu-never-08") == 0
+    assert value(series, "gpufleet_host_up", host="gpu-h100-01") == 1
+
+
+def test_renderers_accept_raw_results_as_well_as_a_summary(results):
+    assert "gpu-never-08" in report.to_markdown(results)
+    assert "gpu-never-08" in report.to_prometheus(results)
+
+
+def test_csv_has_one_row_per_gpu_plus_hosts_without_gpus(summary):
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(summary))))
+    assert tuple(rows[0].keys()) == report.CSV_COLUMNS
+    assert len(rows) == 16 + 3  # 16 GPUs; no-driver, unreachable and never-reached hosts get one row each
+    h100 = [r for r in rows if r["host"] == "gpu-h100-01"]
+    assert [r["gpu_index"] for r in h100] == [str(i) for i in range(8)]
+    assert {r["name"] for r in h100} == {"NVIDIA H100 80GB HBM3"}
+    assert {r["driver_version"] for r in h100} == {"550.90.07"}
+    a100 = {r["gpu_index"]: r for r in rows if r["host"] == "gpu-a100-02"}
+    assert a100["2"]["ecc_volatile_uncorrected"] == "2"
+    assert a100["3"]["lost"] == "true" and a100["3"]["memory_total_mib"] == ""
+    (riser,) = [r for r in rows if r["host"] == "gpu-4090-03"]
+    assert (riser["pcie_width_current"], riser["pcie_width_max"]) == ("4", "16")
+    assert riser["gate_passed"] == "false"
+    (never,) = [r for r in rows if r["host"] == "gpu-never-08"]
+    assert never["gpu_index"] == "" and never["host_status"] == "unreachable"
+
+
+def test_html_is_one_self_contained_page(summary):
+    page = report.to_html(summary)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    lowered = page.lower()
+    for forbidden in ("http://", "https://", "<script", "<link", "src=", "@import", "url("):
+        assert forbidden not in lowered, forbidden
+    assert "<style>" in page
+    assert "Hosts to return / fix (6)" in page
+    assert 'class="st st-failed"' in page and 'class="st st-no-gpu"' in page
+    assert "gate: matmul_bf16" in page  # gate columns appear when gate data exists
+
+
+def test_html_without_gate_data_has_no_gate_columns(results):
+    no_gate = [r for r in results if not r.get("gate")]
+    s = report.summarize(no_gate, now=NOW)
+    assert "gate:" not in report.to_html(s)
+    assert s["totals"]["measured_tflops"] is None
+    assert s["totals"]["usd_per_measured_tflop_hour"] is None
+
+
+def test_simulated_hosts_are_labelled_everywhere(summary):
+    assert by_host(summary)["demo-sim-07"]["simulated"] is True
+    assert by_host(summary)["gpu-h100-01"]["simulated"] is False
+    assert 'demo-sim-07<span class="sim">simulated</span>' in report.to_html(summary)
+    assert "demo-sim-07 (simulated)" in report.to_markdown(summary)
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(summary))))
+    assert {r["simulated"] for r in rows if r["host"] == "demo-sim-07"} == {"true"}
+    series = parse_prometheus(report.to_prometheus(summary))
+    assert value(series, "gpufleet_host_simulated", host="demo-sim-07") == 1
+    assert value(series, "gpufleet_host_simulated", host="gpu-h100-01") == 0
+    assert "1 simulated" in report.one_line(summary)
+
+
+def test_prometheus_textfile_parses_and_carries_gpu_metrics(summary):
+    series = parse_prometheus(report.to_prometheus(summary))
+    names = {name for name, _ in series}
+    for name in ("gpufleet_host_up", "gpufleet_host_status", "gpufleet_gpu_info", "gpufleet_gpu_memory_total_bytes",
+                 "gpufleet_gpu_temperature_celsius", "gpufleet_gpu_power_watts", "gpufleet_gpu_pcie_link_width",
+                 "gpufleet_gpu_ecc_errors_total", "gpufleet_gpu_health_findings", "gpufleet_gate_fraction_of_peak"):
+        assert name in names, name
+    info = [dict(labels) for name, labels in series if name == "gpufleet_gpu_info"]
+    assert len(info) == 16
+    h100_0 = next(i for i in info if i["host"] == "gpu-h100-01" and i["index"] == "0")
+    assert h100_0 == {"host": "gpu-h100-01", "index": "0", "uuid": "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa",
+                      "name": "NVIDIA H100 80GB HBM3", "driver": "550.90.07"}
+    assert value(series, "gpufleet_gpu_memory_total_bytes", host="gpu-h100-01", index=0) == 81559 * 2 ** 20
+    assert value(series, "gpufleet_gpu_pcie_link_width", host="gpu-4090-03", index=0, kind="current") == 4
+    assert value(series, "gpufleet_gpu_pcie_link_width", host="gpu-4090-03", index=0, kind="max") == 16
+    assert value(series, "gpufleet_gpu_ecc_errors_total", host="gpu-a100-02", index=2, kind="uncorrected",
+                 scope="volatile") == 2
+    assert value(series, "gpufleet_gpu_health_findings", host="gpu-a100-02", index=3, severity="critical") == 2
+    assert value(series, "gpufleet_gate_fraction_of_peak", host="gpu-4090-03", index=0,
+                 test="h2d_bandwidth") == pytest.approx(0.252)
+    # a lost GPU has no temperature: no sample rather than a made-up value
+    assert ("gpufleet_gpu_temperature_celsius", frozenset({("host", "gpu-a100-02"), ("index", "3")})) not in series
+
+
+def test_json_round_trips_with_totals_and_raw_results(summary):
+    data = json.loads(report.to_json(summary))
+    assert data["totals"]["gpus"] == 16
+    assert data["generated_at"] == "2025-06-03T09:30:00+00:00"
+    assert {r["host"] for r in data["results"]} == set(INVENTORY)
+
+
+# --------------------------------------------------------------------------- hostile and partial input
+EVIL = '<script>alert("x")</script>'
+
+
+def _evil_results():
+    gpu = {"index": 0, "name": EVIL, "uuid": 'GPU-"quoted"\\back', "pci_bus_id": None, "memory_total_mib": 1024,
+           "throttle_reasons": ["<b>hw_slowdown</b>"], "spec": None}
+    facts = {"schema": 1, "source": "nvml", "error": None, "error_code": None, "driver_version": "550\n.90",
+             "gpu_count": 1, "gpus": [gpu], "health": {"status": "degraded", "findings": [
+                 {"code": "x", "severity": "warning", "gpu_index": 0, "message": "bad " + EVIL}]}}
+    return [
+        {"host": 'evil"host\nname', "reachable": True, "failed": False, "provider": "=HYPERLINK(\"x\")",
+         "price_per_hour": 1.0, "gpu": facts, "gate": [{"index": 0, "test": EVIL, "fraction_of_peak": 0.5,
+                                                         "passed": False, "why": EVIL}]},
+        {"host": "evil-down", "reachable": False, "reason": "ssh said " + EVIL, "gpu": None},
+    ]
+
+
+def test_host_provided_text_is_escaped_in_every_format():
+    s = report.summarize(_evil_results(), now=NOW)
+    page = report.to_html(s)
+    assert "<script" not in page.lower()
+    assert html.escape(EVIL) in page
+    assert "<b>" not in page
+    md = report.to_markdown(s)
+    assert "<script" not in md
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(s))))
+    assert rows[0]["provider"] == "'=HYPERLINK(\"x\")"  # kept as text, not run as a formula
+    assert rows[0]["host"] == 'evil"host name'
+    series = parse_prometheus(report.to_prometheus(s))
+    info = [dict(labels) for name, labels in series if name == "gpufleet_gpu_info"]
+    assert info == [{"host": 'evil"host\nname', "index": "0", "uuid": 'GPU-"quoted"\\back', "name": EVIL,
+                     "driver": "550\n.90"}]
+    json.loads(report.to_json(s))
+
+
+PARTIAL = [
+    {},
+    {"host": None},
+    {"host": "only-name"},
+    {"host": "nulls", "reachable": None, "failed": None, "reason": None, "provider": None, "price_per_hour": None,
+     "gpu": None, "gate": None, "doctor": None, "collected_at": None},
+    {"host": "weird-types", "reachable": True, "price_per_hour": "cheap", "gpu": {"gpus": "not a list",
+                                                                                 "gpu_count": "8"}},
+    {"host": "nan-price", "reachable": True, "price_per_hour": float("nan"), "gpu": {"gpu_count": 0}},
+    {"host": "empty-gpus", "reachable": True, "gpu": {"schema": 1, "gpus": [None, {}, {"index": 1, "pcie": None,
+                                                                                     "ecc": None, "clocks": 5}],
+                                                      "health": "not a dict", "xid": None, "host": None}},
+    {"host": "all-null-gpu", "reachable": True, "gpu": {
+        "schema": 1, "source": None, "error": None, "error_code": None, "driver_version": None,
+        "cuda_driver_version": None, "nvml_version": None, "gpu_count": None, "host": None, "xid": None,
+        "health": {"status": None, "findings": None}, "duration_s": None,
+        "gpus": [{"index": None, "uuid": None, "name": None, "serial": None, "pci_bus_id": None,
+                  "memory_total_mib": None, "memory_used_mib": None, "compute_capability": None, "pcie": {},
+                  "clocks": {}, "temperature_c": None, "power_draw_w": None, "power_limit_w": None,
+                  "throttle_reasons": None, "persistence_mode": None, "mig_mode": None, "ecc": {},
+                  "retired_pages": None, "remapped_rows": None, "nvlink": None, "spec": None}]}},
+    {"host": "bad-gate-doctor", "reachable": True, "gpu": {"gpu_count": 1, "gpus": [{"index": 0, "name": "NVIDIA L4"}]},
+     "gate": [{"index": 0}, None, {"index": 0, "test": "matmul_bf16", "measured": "fast", "unit": None}],
+     "doctor": {"status": None, "findings": [None, {"severity": "critical"}]}},
+]
+
+
+def test_partial_and_malformed_data_does_not_crash(tmp_path):
+    s = report.summarize(PARTIAL, now=NOW)
+    assert len(s["hosts"]) == len(PARTIAL)
+    assert all(h["status"] in report.STATUSES for h in s["hosts"])
+    hosts = by_host(s)
+    assert hosts["nulls"]["status"] == "unknown"
+    assert hosts["bad-gate-doctor"]["status"] == "failed"  # the doctor's critical finding
+    assert math.isfinite(s["totals"]["price_per_hour"])
+    for render in (report.to_json, report.to_csv, report.to_markdown, report.to_html):
+        assert render(s)
+    parse_prometheus(report.to_prometheus(s))
+    json.loads(report.to_json(s))
+    report.write_all(PARTIAL, tmp_path)
+    assert report.one_line([])  # an empty fleet still summarises
+
+
+# --------------------------------------------------------------------------- files and CLI
+def test_write_all_writes_five_files_atomically(results, tmp_path):
+    out = tmp_path / "out"
+    paths = report.write_all(results, out, now=NOW)
+    assert set(paths) == {"html", "json", "csv", "markdown", "prometheus"}
+    assert sorted(os.listdir(out)) == ["fleet.csv", "fleet.html", "fleet.json", "fleet.md", "gpufleet.prom"]
+    assert paths["prometheus"] == str(out / "gpufleet.prom")
+    parse_prometheus(Path(paths["prometheus"]).read_text())
+    assert oct(os.stat(paths["html"]).st_mode & 0o777) == oct(0o644)
+    # a second run replaces the files and leaves no temporary files behind
+    report.write_all(results[:1], out, now=NOW)
+    assert sorted(os.listdir(out)) == ["fleet.csv", "fleet.html", "fleet.json", "fleet.md", "gpufleet.prom"]
+    assert json.loads(Path(paths["json"]).read_text())["totals"]["hosts"] == 1
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cli_writes_the_report_and_exits_0_with_bad_hosts(tmp_path):
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path), "--hosts", ",".join(INVENTORY))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:5] == [str(tmp_path / n) for n in ("fleet.html", "fleet.json", "fleet.csv", "fleet.md",
+                                                     "gpufleet.prom")]
+    assert lines[5].startswith("8 host(s): 2 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu; 16 GPU(s)")
+    assert "gpu-never-08" in (tmp_path / "fleet.html").read_text()
+
+
+def test_cli_missing_folder_exits_2_with_a_clear_message(tmp_path):
+    proc = _cli(str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_empty_folder_without_inventory_exits_2(tmp_path):
+    proc = _cli(str(tmp_path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "no <host>.json result files" in proc.stderr
+
+
+def test_playbook_values_as_text_and_expected_gpu_count(results):
+    """Inventory vars may reach the result file as text; a host with fewer GPUs than rented is failed."""
+    h100 = copy.deepcopy(next(r for r in results if r["host"] == "gpu-h100-01"))
+    h100.update(price_per_hour="23.92", simulated="False", expected_gpu_count=8)
+    entry = report.summarize([h100], now=NOW)["hosts"][0]
+    assert (entry["status"], entry["price_per_hour"], entry["simulated"]) == ("ok", 23.92, False)
+    h100["gpu"]["gpus"] = h100["gpu"]["gpus"][:7]
+    h100["gpu"]["gpu_count"] = 7
+    entry = report.summarize([h100], now=NOW)["hosts"][0]
+    assert entry["status"] == "failed"
+    assert entry["reasons"] == ["7 GPU(s) visible, 8 expected"]
+    assert entry["action"] == report.ACTION_RETURN
+    down = {"host": "h", "reachable": "False", "failed": "False", "reason": "ssh: timed out"}
+    assert report.summarize([down], now=NOW)["hosts"][0]["status"] == "unreachable"
