@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
-DEMO_HOSTS ?= 3
+DEMO_HOSTS ?= 4
 
 .PHONY: help bootstrap images wheelhouse lint unit syntax molecule test quick demo demo-down clean
 
@@ -23,13 +23,19 @@ bootstrap:
 	@scripts/bootstrap
 
 images: bootstrap
-	@scripts/test-images 12 13
+	@scripts/test-images 12 13 12-systemd
 
 wheelhouse: bootstrap
 	@scripts/wheelhouse
 
+# Python files without a .py suffix are named explicitly so ruff checks them too.
+PY_SCRIPTS := scripts/fleet-report scripts/role-docs roles/supervisord/files/gpufleet-supervisor-check \
+              $(wildcard scripts/bench-*)
+
 lint: bootstrap
-	$(BIN)/ruff check library module_utils scripts tests roles
+	$(BIN)/ruff check library module_utils callback_plugins scripts tests roles $(PY_SCRIPTS)
+	@for m in library/*.py; do $(BIN)/ansible-doc -M library "$$(basename $$m .py)" >/dev/null || exit 1; done
+	$(BIN)/python scripts/role-docs --check
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint
 
@@ -55,6 +61,7 @@ test: quick molecule
 demo: images wheelhouse
 	scripts/demo-fleet up $(DEMO_HOSTS)
 	$(BIN)/ansible-playbook -i inventories/demo site.yml
+	@echo "report: $(CURDIR)/reports/latest/fleet.html (also .json .csv .md, gpufleet.prom)"
 	@echo "demo fleet: inventories/demo/hosts.yml; stop it with 'make demo-down'"
 
 demo-down:

@@ -14,7 +14,7 @@ SCHEMA = 1
 # Error codes that mean "the GPU stack is broken here" (CUDA cannot work): health failed.
 BROKEN_CODES = {
     "driver_library_mismatch", "driver_not_reachable", "driver_not_loaded", "no_devices",
-    "device_handle_error", "gpu_lost", "gpu_reset_required", "corrupted_inforom",
+    "device_handle_error", "gpu_lost", "gpu_reset_required", "corrupted_inforom", "no_gpu_stack",
 }
 # Error codes after which nothing is known about the GPUs: health unknown.
 # (anything not in BROKEN_CODES is treated this way)
@@ -22,6 +22,10 @@ BROKEN_CODES = {
 # Throttle reasons that point at hardware protection kicking in (gpu-performance.md section 3.2:
 # gpud flags HW slowdown; DCGM targeted_power fails on clock drops).
 THROTTLE_WARN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+
+# A GPU this hot at rest or under a short check is near its slowdown point (most data-centre and
+# GeForce parts start slowing down between 87 and 95 C; nvidia-smi -q "GPU Slowdown Temp").
+HIGH_TEMPERATURE_C = 85
 
 _XID_SEVERITY = {"critical": "critical", "warning": "warning", "app": "info", "unknown": "info"}
 
@@ -110,12 +114,26 @@ VAGUE_CODES = ("nvml_unknown_error", "nvml_error", "unknown")
 DRIVER_PROC_FILE = "/proc/driver/nvidia/version"
 
 
+TOOL_MISSING_CODES = ("pynvml_missing", "nvml_library_not_found", "nvidia_smi_missing")
+GPU_TRACES = (DRIVER_PROC_FILE, "/dev/nvidiactl", "/dev/nvidia0")
+
+
 def explain_without_driver(facts, exists):
-    """Name a missing kernel driver when NVML only says "Unknown Error" and the driver's proc file is absent."""
-    if facts.get("error") and facts.get("error_code") in VAGUE_CODES and not exists(DRIVER_PROC_FILE):
+    """Say what the absence of the driver means when NVML and nvidia-smi only say something vague.
+
+    "Unknown Error" with no driver proc file: the kernel driver is not loaded. Nothing found at all
+    (no bindings, library or nvidia-smi, and no device node or driver): there is no GPU stack here.
+    """
+    if not facts.get("error"):
+        return
+    if facts.get("error_code") in VAGUE_CODES and not exists(DRIVER_PROC_FILE):
         facts["error"] = "%s; %s is absent, so the NVIDIA kernel driver is not loaded" % (
             facts["error"], DRIVER_PROC_FILE)
         facts["error_code"] = "driver_not_loaded"
+    elif facts.get("error_code") in TOOL_MISSING_CODES and not any(exists(p) for p in GPU_TRACES):
+        facts["error"] = ("no NVIDIA device node, kernel driver or tools on this host "
+                          "(a CPU-only host, or a container started without GPUs); %s" % facts["error"])
+        facts["error_code"] = "no_gpu_stack"
 
 
 def kernel_log_facts(kernel_log):
@@ -220,6 +238,11 @@ def _gpu_findings(findings, gpu, idx):
     if active:
         _finding(findings, "clocks_throttled_hw", "warning", idx, "clock slowdown active: %s" % ", ".join(active),
                  reasons=active)
+    temperature = gpu.get("temperature_c")
+    if isinstance(temperature, (int, float)) and temperature >= HIGH_TEMPERATURE_C:
+        _finding(findings, "high_temperature", "warning", idx,
+                 "GPU at %s C (>= %d C): check cooling before trusting benchmark figures" % (
+                     temperature, HIGH_TEMPERATURE_C))
     if gpu.get("persistence_mode") is False:
         _finding(findings, "persistence_mode_off", "info", idx, "persistence mode is off")
     nvlink = gpu.get("nvlink") or {}

@@ -81,10 +81,11 @@ def test_driver_library_mismatch_everywhere_is_failed():
     assert codes(f)[0] == ("gpu_stack_broken", "critical", None)
 
 
-def test_nothing_installed_is_unknown():
+def test_nothing_installed_and_no_device_is_no_gpu_stack():
     f = collect(pynvml=None, run_nvidia_smi=lambda: (127, b"", b"nvidia-smi: command not found"))
-    assert f["source"] == "none" and f["error_code"] in ("pynvml_missing", "nvidia_smi_missing")
-    assert f["health"]["status"] == "unknown"
+    assert f["source"] == "none" and f["error_code"] == "no_gpu_stack"
+    assert [a["error_code"] for a in f["attempts"]] == ["pynvml_missing", "nvidia_smi_missing"]
+    assert f["health"]["status"] == "failed"
 
 
 def test_nvidia_smi_timeout():
@@ -183,3 +184,25 @@ def test_unknown_nvml_error_names_a_missing_driver_only_when_proc_says_so(driver
     assert f["error_code"] == code
     assert f["health"]["status"] == status
     assert ("kernel driver is not loaded" in f["error"]) is (not driver_loaded)
+
+
+@pytest.mark.parametrize("traces, code, status", [
+    ((), "no_gpu_stack", "failed"),
+    (("/dev/nvidia0",), "pynvml_missing", "unknown"),
+])
+def test_nothing_at_all_is_no_gpu_stack_but_a_device_node_keeps_it_unknown(traces, code, status):
+    f = collect(pynvml=None, run_nvidia_smi=lambda: (127, b"", b"nvidia-smi: command not found"),
+                exists=lambda p: p in traces)
+    assert f["error_code"] == code
+    assert f["health"]["status"] == status
+    assert f["gpu_count"] == 0
+
+
+@pytest.mark.parametrize("celsius, flagged", [(37, False), (84, False), (85, True), (91, True)])
+def test_high_temperature_is_a_warning(celsius, flagged):
+    xml = fixture_bytes("nvidia_smi_xml", "telegraf_rtx-3090-v12.xml")
+    hot = xml.replace(b"<gpu_temp>37 C</gpu_temp>", b"<gpu_temp>%d C</gpu_temp>" % celsius)
+    f = collect(run_nvidia_smi=lambda: (0, hot, b""), kernel_log={"text": "", "source": "dmesg"})
+    assert f["gpus"][0]["temperature_c"] == celsius
+    assert (("high_temperature", "warning", 0) in codes(f)) is flagged
+    assert (f["health"]["status"] == "degraded") is flagged

@@ -1,0 +1,258 @@
+"""The fleet report's files checked by the tools that consume them.
+
+write_all renders the sample fleet (tests/fixtures/report/ plus an inventory host with no result
+file), then:
+
+- fleet.json is validated against docs/schema/fleet.schema.json (jsonschema, draft 2020-12);
+- gpufleet.prom is read by ``promtool check metrics`` (Prometheus' own parser and linter);
+- fleet.html is opened by headless Chromium, which takes a screenshot and dumps the rendered DOM.
+
+Each check skips with a reason when its tool is missing; CI installs all of them.
+"""
+
+import copy
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from gpufleet import report
+
+from tests.unit.test_report import EXPECTED_STATUS, FIXTURES, INVENTORY, NOW, PARTIAL, _evil_results
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_FILE = ROOT / "docs" / "schema" / "fleet.schema.json"
+TOOL_TIMEOUT = 60
+WIDTH, HEIGHT = 1400, 2000
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fleet-report")
+    report.write_all(report.load_results(FIXTURES, inventory_hosts=INVENTORY), out, now=NOW)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fleet(outdir):
+    return json.loads((outdir / report.OUTPUT_FILES["json"]).read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- JSON Schema
+@pytest.fixture(scope="module")
+def validator():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _errors(validator, data):
+    return ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(top)", e.message)
+            for e in validator.iter_errors(data)]
+
+
+def test_schema_statuses_match_the_report(validator):
+    assert validator.schema["$defs"]["status"]["enum"] == list(report.STATUSES)
+    actions = validator.schema["$defs"]["action"]["enum"]
+    assert set(actions) == {report.ACTION_RETURN, report.ACTION_FIX, report.ACTION_CHECK, None}
+
+
+def test_fleet_json_validates_against_the_schema(validator, fleet):
+    assert {h["host"] for h in fleet["hosts"]} == set(INVENTORY)
+    assert _errors(validator, fleet) == []
+
+
+@pytest.mark.parametrize("data", [PARTIAL, _evil_results(), []], ids=["partial", "hostile", "empty"])
+def test_partial_hostile_and_empty_input_still_give_a_valid_fleet_json(validator, data):
+    assert _errors(validator, json.loads(report.to_json(report.summarize(data, now=NOW)))) == []
+
+
+def _set_status(d):
+    d["hosts"][0]["status"] = "bogus"
+
+
+def _bad_host_ok(d):
+    d["bad_hosts"][0]["status"] = "ok"
+
+
+def _drop_totals_gpus(d):
+    del d["totals"]["gpus"]
+
+
+def _drop_top(d):
+    del d["bad_hosts"]
+
+
+def _rename_reasons(d):
+    d["hosts"][0]["reason"] = d["hosts"][0].pop("reasons")
+
+
+def _rename_gpu_key(d):
+    gpu = next(h for h in d["hosts"] if h["gpus"])["gpus"][0]
+    gpu["memory_mib"] = gpu.pop("memory_total_mib")
+
+
+def _drop_status_count(d):
+    del d["totals"]["hosts_by_status"]["no-gpu"]
+
+
+def _text_count(d):
+    d["totals"]["hosts"] = "8"
+
+
+def _wrong_schema(d):
+    d["schema"] = 2
+
+
+MUTATIONS = {
+    "status bogus": (_set_status, "'bogus' is not one of"),
+    "ok host in bad_hosts": (_bad_host_ok, "should not be valid"),
+    "totals.gpus missing": (_drop_totals_gpus, "'gpus' is a required property"),
+    "bad_hosts missing": (_drop_top, "'bad_hosts' is a required property"),
+    "hosts[].reasons renamed": (_rename_reasons, "'reasons' is a required property"),
+    "gpus[].memory_total_mib renamed": (_rename_gpu_key, "'memory_total_mib' is a required property"),
+    "hosts_by_status incomplete": (_drop_status_count, "'no-gpu' is a required property"),
+    "count as text": (_text_count, "is not of type 'integer'"),
+    "schema version": (_wrong_schema, "1 was expected"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_schema_rejects_a_broken_fleet_json(validator, fleet, name):
+    mutate, message = MUTATIONS[name]
+    broken = copy.deepcopy(fleet)
+    mutate(broken)
+    errors = _errors(validator, broken)
+    assert any(message in e for e in errors), errors
+
+
+# --------------------------------------------------------------------------- promtool
+def _promtool():
+    tool = shutil.which("promtool")
+    if not tool:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    return tool
+
+
+def _check_metrics(path):
+    with open(path, "rb") as fh:
+        proc = subprocess.run([_promtool(), "check", "metrics"], stdin=fh, capture_output=True, text=True,
+                              timeout=TOOL_TIMEOUT, check=False)
+    output = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 0, output
+    # Lint findings print one per line; metric names such as ..._ecc_errors_total are no errors.
+    assert [line for line in output.splitlines() if re.search(r"\berror\b", line, re.IGNORECASE)] == []
+    return output
+
+
+def test_promtool_accepts_the_textfile(outdir):
+    path = outdir / report.OUTPUT_FILES["prometheus"]
+    assert "gpufleet_host_status" in path.read_text(encoding="utf-8")
+    assert _check_metrics(path) == ""
+
+
+def test_promtool_accepts_hostile_and_partial_label_values(tmp_path):
+    paths = report.write_all(_evil_results() + PARTIAL, tmp_path, now=NOW)
+    _check_metrics(paths["prometheus"])
+
+
+# --------------------------------------------------------------------------- headless Chromium
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        tool = shutil.which(name)
+        if tool:
+            return tool
+    pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    return None
+
+
+def _run_chromium(tmp_path, *args):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(home))
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", "--user-data-dir=%s" % (tmp_path / "profile"),
+           "--window-size=%d,%d" % (WIDTH, HEIGHT), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _png_info(data):
+    """(width, height, bit depth, colour type, decompressed scanlines) of a PNG; asserts it is well formed."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, chunks = 8, []
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, "bad CRC in %r" % kind
+        chunks.append((kind, body))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+    width, height, depth, colour = struct.unpack(">IIBB", chunks[0][1][:10])
+    pixels = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    return width, height, depth, colour, pixels
+
+
+class _Rows(HTMLParser):
+    """Text of every table cell, row by row."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._row, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_chromium_renders_the_page_with_every_host(outdir, tmp_path):
+    url = (outdir / report.OUTPUT_FILES["html"]).as_uri()
+    shot = tmp_path / "fleet.png"
+    _run_chromium(tmp_path, "--screenshot=%s" % shot, url)
+    assert shot.is_file(), "Chromium wrote no screenshot"
+    width, height, depth, colour, pixels = _png_info(shot.read_bytes())
+    assert (width, height) == (WIDTH, HEIGHT)
+    assert depth == 8 and colour in (2, 6)  # 8-bit RGB or RGBA
+    channels = 3 if colour == 2 else 4
+    assert len(pixels) == height * (1 + width * channels)
+    # Whatever the row filters, one flat colour leaves a handful of distinct bytes; text and the
+    # coloured status badges leave far more.
+    assert len(set(pixels)) > 32, "the screenshot looks like one flat colour"
+
+    dom = _run_chromium(tmp_path, "--dump-dom", url).stdout
+    assert "gpufleet fleet report" in dom
+    parser = _Rows()
+    parser.feed(dom)
+    rows = [r for r in parser.rows if len(r) == 11 and r[0] != "host"]  # the "Hosts" table
+    by_host = {}
+    for row in rows:
+        host = row[0][:-len("simulated")].strip() if row[0].endswith("simulated") else row[0]
+        by_host[host] = row[1]
+    for host, status in EXPECTED_STATUS.items():
+        assert by_host.get(host) == status, (host, by_host.get(host))
+    for status in report.STATUSES:
+        assert re.search(r'class="st st-%s">%s<' % (re.escape(status), re.escape(status)), dom), status
