@@ -1,0 +1,228 @@
+#!/usr/bin/python
+"""Ansible module cuda_toolkits: installed CUDA toolkits and the state of /usr/local/cuda, ldconfig, LD_LIBRARY_PATH."""
+
+DOCUMENTATION = r"""
+---
+module: cuda_toolkits
+short_description: Find installed CUDA toolkits and what /usr/local/cuda, ldconfig and LD_LIBRARY_PATH point at
+description:
+  - Lists every CUDA toolkit or runtime on the host - C(/usr/local/cuda-X.Y) directories, Debian's packaged
+    toolkit (C(/usr/lib/cuda), C(libcudart.so.*) in the multiarch library dir, C(/usr/bin/nvcc)) and the
+    C(libcudart) of pip's C(nvidia-cuda-runtime-cu11)/C(-cu12) wheels in the given site-packages dirs.
+  - Reports where C(/usr/local/cuda) points (through C(/etc/alternatives) when update-alternatives manages it,
+    read from files, no command is run), the CUDA/NVIDIA entries of C(/etc/ld.so.conf.d), which
+    C(libcudart.so.*) sonames the system loader resolves (C(ldconfig -p)), and every C(LD_LIBRARY_PATH) entry set in
+    the environment, C(/etc/environment), C(/etc/profile.d/*.sh) and shell start-up files.
+  - Picks the toolkit C(/usr/local/cuda) should point at (C(chosen)) and lists C(problems) for the
+    C(cuda_links) role to repair. Returns C(ansible_facts.cuda_toolkits). Changes nothing on the host.
+version_added: "0.1.0"
+author:
+  - gpufleet contributors
+options:
+  pinned_version:
+    description:
+      - CUDA major.minor (C(12.4)) that C(/usr/local/cuda) must point at.
+      - When it is not installed the facts carry a C(pinned_not_installed) problem and C(chosen) is null;
+        the module itself does not fail.
+    type: str
+  driver_cuda_version:
+    description:
+      - Highest CUDA version the driver supports, for example C(ansible_facts.gpu.cuda_driver_version)
+        from M(gpu_facts). Used to choose among toolkits when nothing is pinned.
+    type: str
+  site_packages:
+    description:
+      - Python site-packages dirs searched for pip's C(nvidia/cuda_runtime/lib/libcudart.so.*); shell
+        wildcards are allowed.
+      - Default, the site dirs of the Python running this module plus C(/opt/gpufleet/venv/lib/python3*/site-packages).
+    type: list
+    elements: path
+  root:
+    description:
+      - Prefix under which every host path is read (symlinks are followed inside it, as in a chroot).
+        For tests and for inspecting a mounted image; C(/) on a real host.
+    type: path
+    default: /
+  run_ldconfig:
+    description:
+      - Run C(ldconfig -p) to see which C(libcudart) sonames the loader resolves. Only when I(root=/);
+        otherwise, or when this is false, the CUDA dirs of C(ld.so.conf) and the system library dirs are
+        scanned instead (C(ldconfig.cache.source) says which was used).
+    type: bool
+    default: true
+notes:
+  - Supports check mode; the module never changes anything. With I(root=/) it may run C(ldconfig -p) and,
+    for a Debian toolkit whose version no file states, C(nvcc --version).
+  - The choice follows CUDA's compatibility rules (backward compatibility, then minor-version compatibility
+    within a major); see the C(chosen.reasons).
+seealso:
+  - module: gpu_facts
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Gather CUDA toolkit facts
+  cuda_toolkits:
+    driver_cuda_version: "{{ ansible_facts['gpu']['cuda_driver_version'] }}"
+
+- name: Require CUDA 12.4 behind /usr/local/cuda
+  cuda_toolkits:
+    pinned_version: "12.4"
+    site_packages:
+      - /opt/gpufleet/venv/lib/python3*/site-packages
+
+- name: Stop when the pinned toolkit is missing
+  ansible.builtin.assert:
+    that: "'pinned_not_installed' not in ansible_facts['cuda_toolkits']['problem_codes']"
+    fail_msg: "{{ ansible_facts['cuda_toolkits']['problems'] | map(attribute='message') | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added under C(cuda_toolkits).
+  returned: always
+  type: dict
+  contains:
+    cuda_toolkits:
+      description: CUDA layout facts (schema 1).
+      returned: always
+      type: dict
+      contains:
+        schema:
+          description: Version of this layout.
+          type: int
+          sample: 1
+        root:
+          description: The prefix the host was read under.
+          type: str
+          sample: /
+        toolkits:
+          description: >-
+            Every toolkit or runtime found. Each has kind (local, debian, pip), version, major_minor, major, root,
+            libcudart (soname link path, or null), libcudart_real (its resolved file), nvcc (path or null),
+            source_of_version (version.json, version.txt, dir_name, libcudart, nvcc --version, METADATA,
+            dist-info name, libcudart soname (major only)); pip ones also site_packages and dist_info.
+          type: list
+          elements: dict
+          sample:
+            - kind: local
+              version: "12.4.1"
+              major_minor: "12.4"
+              major: 12
+              root: /usr/local/cuda-12.4
+              libcudart: /usr/local/cuda-12.4/lib64/libcudart.so.12
+              libcudart_real: /usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12.4.127
+              nvcc: /usr/local/cuda-12.4/bin/nvcc
+              source_of_version: version.json
+        cuda_symlink:
+          description: >-
+            /usr/local/cuda - path, exists (followed), lexists, is_link, target (raw), chain (every hop),
+            resolved, dangling, via_alternatives, version and toolkit_root of the toolkit it reaches.
+          type: dict
+        alternatives:
+          description: >-
+            update-alternatives groups named cuda or cuda-N, read from /etc/alternatives and
+            /var/lib/dpkg/alternatives - link, link_exists, target, resolved, mode (auto/manual), master,
+            alternatives (path, priority).
+          type: dict
+        ldconfig:
+          description: >-
+            conf_files (file, active, lines, entries with dir, resolved, exists, toolkit_root, toolkit_version,
+            compat) of ld.so.conf(.d) naming CUDA/NVIDIA dirs; cache (source, error, libs, libcudart - soname to
+            paths); libcudart (soname, path, first, resolved, toolkit_root, toolkit_version).
+          type: dict
+        ld_library_path:
+          description: >-
+            entries (path, source - "environment" or "FILE:LINE", file, line, inherited, cuda, pip, libcudart,
+            nvjitlink, toolkit_root, shadowing) and shadowing (true when a CUDA dir outside pip's nvidia
+            packages is on LD_LIBRARY_PATH).
+          type: dict
+        pinned_version:
+          description: The pinned_version option.
+          type: str
+        driver_cuda_version:
+          description: The driver_cuda_version option.
+          type: str
+        chosen:
+          description: >-
+            The toolkit /usr/local/cuda should point at - root, version, major_minor, kind, libcudart, rule
+            (pinned, driver_compatible, minor_version_compat, highest) and reasons; null when none is installed
+            or the pinned one is missing.
+          type: dict
+        problems:
+          description: >-
+            Findings with code (cuda_link_wrong_target, cuda_link_missing, cuda_link_dangling, cuda_link_not_a_link,
+            ld_library_path_shadowing, ldconfig_cuda_entries_multiple, libcudart_unresolved, pinned_not_installed),
+            severity (error, warning) and message, plus details.
+          type: list
+          elements: dict
+        problem_codes:
+          description: The distinct problem codes, sorted.
+          type: list
+          elements: str
+"""
+
+import os
+import site
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpufleet import cudatk
+
+
+def _own_site_dirs():
+    dirs = []
+    try:
+        dirs.extend(site.getsitepackages())
+    except AttributeError:  # old virtualenv's site.py
+        pass
+    if getattr(site, "ENABLE_USER_SITE", False):
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def _command_runner(module):
+    def run(argv):
+        exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0], opt_dirs=["/sbin", "/usr/sbin"])
+        if not exe or not os.path.exists(exe):
+            return None
+        return module.run_command([exe] + list(argv[1:]), environ_update={"LC_ALL": "C"})
+
+    return run
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            pinned_version=dict(type="str"),
+            driver_cuda_version=dict(type="str"),
+            site_packages=dict(type="list", elements="path"),
+            root=dict(type="path", default="/"),
+            run_ldconfig=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    root = os.path.abspath(p["root"])
+    site_packages = p["site_packages"]
+    if site_packages is None:
+        site_packages = cudatk.default_site_packages(_own_site_dirs())
+    facts = cudatk.collect(
+        cudatk.HostFS(root),
+        site_packages=site_packages,
+        run=_command_runner(module) if root == "/" else None,
+        run_ldconfig=p["run_ldconfig"],
+        environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
+        pinned=p["pinned_version"] or None,
+        driver_cuda=p["driver_cuda_version"] or None,
+    )
+    module.exit_json(changed=False, ansible_facts={"cuda_toolkits": facts})
+
+
+if __name__ == "__main__":
+    main()

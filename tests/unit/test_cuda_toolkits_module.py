@@ -1,0 +1,92 @@
+"""library/cuda_toolkits.py run as a real Ansible module (ansible localhost -m cuda_toolkits -o) on a temp tree."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_cudatk import pip_runtime, two_toolkits_wrong_link, write
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+ANSIBLE = BIN / "ansible"
+
+pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+
+
+def run_module(tmp_path, args, check=False, ld_library_path=None):
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    env.pop("LD_LIBRARY_PATH", None)
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = ld_library_path
+    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
+           "-m", "cuda_toolkits", "-a", args, "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
+    assert line.startswith("localhost | SUCCESS => "), line
+    return json.loads(line.split(" => ", 1)[1])
+
+
+def test_module_reports_wrong_link_and_shadowing(tmp_path):
+    host = tmp_path / "host"
+    two_toolkits_wrong_link(host)
+    site = "/opt/gpufleet/venv/lib/python3.11/site-packages"
+    pip_runtime(host, site, "12.4.127")
+    write(host, "/etc/environment", "LD_LIBRARY_PATH=/usr/local/cuda-11.8/lib64\n")
+    result = run_module(tmp_path, "root=%s run_ldconfig=false driver_cuda_version=12.4" % host,
+                        ld_library_path=site + "/nvidia/cudnn/lib")
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["cuda_toolkits"]
+    assert facts["root"] == str(host)
+    # site_packages default includes /opt/gpufleet/venv/lib/python3*/site-packages, read under root
+    got = sorted((t["kind"], t["version"], t["root"]) for t in facts["toolkits"])
+    assert got == [("local", "11.8.0", "/usr/local/cuda-11.8"), ("local", "12.4.1", "/usr/local/cuda-12.4"),
+                   ("pip", "12.4.127", site + "/nvidia/cuda_runtime")]
+    assert facts["cuda_symlink"]["resolved"] == "/usr/local/cuda-11.8"
+    assert facts["cuda_symlink"]["chain"] == ["/usr/local/cuda", "/etc/alternatives/cuda", "/usr/local/cuda-11.8"]
+    assert facts["chosen"]["root"] == "/usr/local/cuda-12.4" and facts["chosen"]["rule"] == "driver_compatible"
+    assert facts["problem_codes"] == ["cuda_link_wrong_target", "ld_library_path_shadowing", "libcudart_unresolved"]
+    assert facts["ldconfig"]["cache"]["source"] == "ld.so.conf scan"
+    entries = {(e["source"], e["path"]): e["shadowing"] for e in facts["ld_library_path"]["entries"]}
+    assert entries == {("environment", site + "/nvidia/cudnn/lib"): False,
+                       ("/etc/environment:1", "/usr/local/cuda-11.8/lib64"): True}
+
+
+def test_module_pinned_not_installed_check_mode(tmp_path):
+    host = tmp_path / "host"
+    two_toolkits_wrong_link(host)
+    result = run_module(tmp_path, "root=%s run_ldconfig=false pinned_version=12.6 site_packages=[]" % host,
+                        check=True)
+    facts = result["ansible_facts"]["cuda_toolkits"]
+    assert result["changed"] is False and "skipped" not in result
+    assert facts["chosen"] is None and facts["problem_codes"] == ["pinned_not_installed"]
+    assert facts["pinned_version"] == "12.6"
+
+
+def test_module_on_this_machine_runs_ldconfig(tmp_path):
+    # root=/ on the test machine (no CUDA here): real ldconfig -p, nothing found, nothing fails
+    result = run_module(tmp_path, "site_packages=[]")
+    facts = result["ansible_facts"]["cuda_toolkits"]
+    assert result["changed"] is False and facts["root"] == "/"
+    cache = facts["ldconfig"]["cache"]
+    assert cache["source"] == "ldconfig -p" or cache["error"]
+    if cache["source"] == "ldconfig -p":
+        assert cache["libs"] > 0
+
+
+def test_ansible_doc_renders():
+    proc = subprocess.run([str(BIN / "ansible-doc"), "-M", "library", "cuda_toolkits"], cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PAGER="cat"))
+    assert proc.returncode == 0, proc.stderr
+    for word in ("pinned_version", "driver_cuda_version", "site_packages", "run_ldconfig", "cuda_link_wrong_target"):
+        assert word in proc.stdout
