@@ -1,0 +1,334 @@
+#!/usr/bin/python
+"""Ansible module torch_variant: pick the torch wheel for a host and check an install request or an install."""
+
+DOCUMENTATION = r"""
+---
+module: torch_variant
+short_description: Pick the torch wheel (version and CUDA variant) for a host, refuse unsafe requests, check an install
+description:
+  - Solves which torch wheel fits the host from the compatibility matrix of C(gpufleet.torchcompat) (driver floors,
+    kernel coverage per compute capability, Python ranges), for C(variant=auto) or a requested variant, and says why.
+  - Refuses an install request that is not safe or cannot work, before anything is installed - a requirement that is
+    not an exact C(name==X.Y.Z[+local]) pin, C(--extra-index-url) anywhere (also in the host's C(PIP_EXTRA_INDEX_URL)),
+    C(--trusted-host), an index URL that is not https, a local label that contradicts the variant, a Python the
+    wheels do not exist for, a variant the release was not built for, and, when I(wheelhouse_files) is given, a
+    pinned package the wheelhouse holds no wheel of.
+  - With I(installed), checks what the venv's Python reports (C(torch.__version__), C(torch.version.cuda)) against
+    the selection and fails, naming both, on a mismatch.
+  - Returns C(ansible_facts.torch_selection). Changes nothing on the host.
+version_added: "0.1.0"
+author:
+  - gpufleet contributors
+options:
+  torch_version:
+    description: Exact torch release C(X.Y.Z), optionally with its local label (C(2.5.1+cu121)).
+    type: str
+    required: true
+  variant:
+    description:
+      - C(auto) picks the variant from I(driver_version) and I(compute_capabilities) (C(cpu) when the host has no GPU);
+        C(cpu) or C(cuXYZ) asks for that build.
+      - A requested CUDA variant is checked against the driver and GPUs when the host reports GPUs; when it reports
+        none, only the release, the Python and the published variants are checked, with a warning.
+    type: str
+    default: auto
+  python_version:
+    description: Python C(major.minor) the venv is built with; empty skips the Python check.
+    type: str
+    default: ""
+  driver_version:
+    description: NVIDIA driver version (C(ansible_facts.gpu.driver_version) from M(gpu_facts)); empty when none.
+    type: str
+    default: ""
+  compute_capabilities:
+    description: Compute capability of each GPU (C(8.0), C(9.0)); empty when the host has no GPU.
+    type: list
+    elements: str
+    default: []
+  driver_policy:
+    description: C(minor) uses CUDA's minor-version-compatibility driver floors, C(strict) the toolkit drivers.
+    type: str
+    choices: [minor, strict]
+    default: minor
+  packages:
+    description: The other exact pins installed with torch (torchvision, torchaudio, nvidia-ml-py).
+    type: list
+    elements: str
+    default: []
+  index_url:
+    description: Index URL the request uses instead of the variant's own PyTorch index; empty uses the variant's index.
+    type: str
+    default: ""
+  wheelhouse_files:
+    description:
+      - File names of the wheelhouse the host installs from with C(--no-index); every pin must have a wheel there.
+      - Omit when the host installs from an index.
+    type: list
+    elements: str
+  installed:
+    description:
+      - What the venv's Python reports after install, C(version) (C(torch.__version__)) and C(cuda)
+        (C(torch.version.cuda), null for a CPU build). When given, the module fails unless it matches the selection.
+    type: dict
+notes:
+  - Supports check mode; the module never changes anything. It reads the host's C(PIP_EXTRA_INDEX_URL),
+    C(PIP_TRUSTED_HOST) and C(PIP_INDEX_URL) environment variables to refuse sources pip would otherwise add.
+seealso:
+  - module: gpu_facts
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Pick the torch wheel for this host from its GPU facts
+  torch_variant:
+    torch_version: "2.5.1"
+    variant: auto
+    python_version: "{{ '%s.%s' | format(ansible_facts.python.version.major, ansible_facts.python.version.minor) }}"
+    driver_version: "{{ ansible_facts['gpu']['driver_version'] | default('', true) }}"
+    compute_capabilities: "{{ ansible_facts['gpu']['gpus'] | map(attribute='compute_capability') | select | list }}"
+    packages: [torchvision==0.20.1, torchaudio==2.5.1]
+
+- name: Show why
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['torch_selection']['reasons'] + ansible_facts['torch_selection']['warnings'] }}"
+
+- name: Check the installed torch is the build that was asked for
+  torch_variant:
+    torch_version: "2.5.1"
+    variant: cu121
+    installed: {version: "2.5.1+cu121", cuda: "12.1"}
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added under C(torch_selection).
+  returned: always
+  type: dict
+  contains:
+    torch_selection:
+      description: The wheel picked for this host and why.
+      returned: always
+      type: dict
+      contains:
+        torch_version:
+          description: torch release installed.
+          type: str
+          sample: "2.5.1"
+        variant:
+          description: Local label of the build (C(cpu), C(cu121) ...).
+          type: str
+          sample: cu121
+        requirement:
+          description: The exact torch pin.
+          type: str
+          sample: "torch==2.5.1+cu121"
+        local_version:
+          description: What C(torch.__version__) must read after install.
+          type: str
+          sample: "2.5.1+cu121"
+        cuda_version:
+          description: What C(torch.version.cuda) must read after install (null for cpu).
+          type: str
+          sample: "12.1"
+        index_url:
+          description: The only index pip may use (I(index_url) or the variant's PyTorch index).
+          type: str
+          sample: https://download.pytorch.org/whl/cu121
+        requirements:
+          description: Every pin of the request, torch first.
+          type: list
+          elements: str
+        driver_floor:
+          description: Lowest driver that runs the variant under I(driver_policy); null for cpu.
+          type: str
+        driver_policy:
+          description: The driver_policy option.
+          type: str
+        python_version:
+          description: The python_version option.
+          type: str
+        reasons:
+          description: Why this wheel, one sentence each.
+          type: list
+          elements: str
+        warnings:
+          description: What may still go wrong with it.
+          type: list
+          elements: str
+        installed:
+          description: With I(installed) only - version, cuda, ok and message of the check.
+          type: dict
+"""
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpufleet import torchcompat as tc
+
+_WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-.*\.whl$", re.IGNORECASE)
+
+
+def _canon(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pin(req):
+    """"torchvision==0.20.1" -> ("torchvision", "0.20.1"); None when not a plain exact pin."""
+    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;#]+)\s*$", req)
+    return (_canon(m.group(1)), m.group(2)) if m else None
+
+
+def wheelhouse_problems(requirements, files):
+    """Pins the wheelhouse holds no wheel of, as validate_request-style problems."""
+    have = {}
+    for f in files:
+        m = _WHEEL_NAME.match(os.path.basename(f))
+        if m:
+            have.setdefault(_canon(m.group("name")), []).append(m.group("version"))
+    problems = []
+    for req in requirements:
+        pin = _pin(req)
+        if pin is None:
+            continue
+        name, version = pin
+        found = have.get(name, [])
+        if any(v == version or ("+" not in version and v.split("+")[0] == version) for v in found):
+            continue
+        offers = ", ".join("%s %s" % (name, v) for v in sorted(found)) or "no %s wheel at all" % name
+        problems.append({"code": "not_in_wheelhouse", "item": req,
+                         "message": "the wheelhouse has no wheel for %s (asked: %s %s); it holds %s: add the asked "
+                                    "wheel to the wheelhouse or ask for what it holds" % (req, name, version, offers)})
+    return problems
+
+
+def _join(problems):
+    out = []
+    for x in problems:
+        if x["message"] not in out:
+            out.append(x["message"])
+    return "; ".join(out)
+
+
+def select(p):
+    """Run the solver for the module's parameters; returns the selection dict (raises tc.CompatError)."""
+    requested = (p["variant"] or "auto").strip().lower()
+    ccs = p["compute_capabilities"] or []
+    py = p["python_version"] or None
+    driver = p["driver_version"] or None
+    if requested in ("auto", "cpu") or ccs:
+        return tc.solve(driver, ccs, torch_version=p["torch_version"], python_version=py,
+                        requested_variant=requested, driver_policy=p["driver_policy"])
+    # A CUDA variant asked for on a host that shows no GPU (an image build, a host whose driver is being
+    # repaired): the release and the Python are checked through the cpu row, the variant against the table.
+    pin = tc.parse_torch_version(p["torch_version"])
+    if pin["local"] and pin["local"].lower() != requested:
+        raise tc.NoCompatibleWheel("torch pin %s carries the label +%s, which contradicts the requested variant %s"
+                                   % (p["torch_version"], pin["local"], requested))
+    if requested not in tc.CUDA_VARIANTS:
+        raise tc.NoCompatibleWheel("variant %r is not one this matrix knows (cpu, %s)"
+                                   % (requested, ", ".join(sorted(tc.CUDA_VARIANTS))))
+    base = tc.solve(None, [], torch_version=pin["release"] + pin["pre"], python_version=py,
+                    requested_variant="cpu", driver_policy=p["driver_policy"])
+    if tc.wheel(pin["series"], requested) is None:
+        published = [w["variant"] for w in tc.wheels_for(pin["series"])]
+        raise tc.NoCompatibleWheel("torch %s has no %s wheels (published: %s)"
+                                   % (pin["series"], requested, ", ".join(published)))
+    version = base["torch_version"]
+    row = tc.CUDA_VARIANTS[requested]
+    floor = row["strict_driver"] if p["driver_policy"] == "strict" and row["strict_driver"] else row["minor_floor"]
+    base.update(variant=requested, index_url=tc.index_url(requested), local_version="%s+%s" % (version, requested),
+                requirement="torch==%s+%s" % (version, requested), cuda_version=tc.cuda_of(requested),
+                driver_floor=floor)
+    base["reasons"] = ["Variant %s was requested." % requested] + [r for r in base["reasons"] if "cpu" not in r]
+    base["warnings"] = base["warnings"] + [
+        "the host reports no NVIDIA GPU: %s is installed as asked, but driver and kernel coverage were not checked "
+        "(driver >= %s needed)" % (requested, floor)]
+    return base
+
+
+def check_installed(selection, installed):
+    """(ok, message) for what the venv reports against the selection."""
+    version = str(installed.get("version") or "")
+    cuda = installed.get("cuda")
+    ok, message = tc.check_label(version, selection["variant"], cuda)
+    try:
+        release = tc.parse_torch_version(version)["release"]
+    except tc.InvalidInput:
+        release = None
+    if ok and release != selection["torch_version"]:
+        ok, message = False, "torch %s is installed, not %s" % (version, selection["torch_version"])
+    prefix = "asked for torch %s (variant %s, torch.version.cuda=%s); the venv has torch %s " % (
+        selection["local_version"], selection["variant"], selection["cuda_version"], version or "(none)")
+    return ok, prefix + "(torch.version.cuda=%s): " % cuda + message
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            torch_version=dict(type="str", required=True),
+            variant=dict(type="str", default="auto"),
+            python_version=dict(type="str", default=""),
+            driver_version=dict(type="str", default=""),
+            compute_capabilities=dict(type="list", elements="str", default=[]),
+            driver_policy=dict(type="str", default="minor", choices=list(tc.DRIVER_POLICIES)),
+            packages=dict(type="list", elements="str", default=[]),
+            index_url=dict(type="str", default=""),
+            wheelhouse_files=dict(type="list", elements="str"),
+            installed=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    requested = (p["variant"] or "auto").strip().lower()
+    torch_pin = "torch==%s" % p["torch_version"].strip()
+    index_url = p["index_url"].strip().split()
+    problems = tc.validate_request([torch_pin] + p["packages"], index_url=index_url[0] if index_url else None,
+                                   extra_args=index_url[1:],
+                                   variant=None if requested == "auto" else requested)
+    if len(index_url) > 1:
+        problems.append({"code": "bad_index", "item": p["index_url"],
+                         "message": "index URL %r must be one URL, without pip options" % p["index_url"]})
+    if not problems and not re.match(r"^\d+\.\d+\.\d+", p["torch_version"].strip()):
+        problems.append({"code": "unpinned", "item": torch_pin,
+                         "message": "torch_version %r is not an exact release X.Y.Z[+label]" % p["torch_version"]})
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
+        if os.environ.get(var):
+            problems.append({"code": var.lower(), "item": var,
+                             "message": "the host's environment sets %s=%s, which pip would add to this install: "
+                                        "unset it (dependency confusion / no TLS check)" % (var, os.environ[var])})
+    if problems:
+        module.fail_json(msg="refused: " + _join(problems), problems=problems)
+
+    try:
+        selection = select(p)
+    except tc.CompatError as exc:
+        module.fail_json(msg="refused: %s" % exc, problems=[{"code": "no_compatible_wheel", "message": str(exc)}])
+
+    requirements = [selection["requirement"]] + list(p["packages"])
+    problems = tc.validate_request(requirements, variant=selection["variant"])
+    if p["wheelhouse_files"] is not None:
+        problems += wheelhouse_problems(requirements, p["wheelhouse_files"])
+    selection.update(requirements=requirements, python_version=p["python_version"] or None,
+                     index_url=p["index_url"] or selection["index_url"])
+    if problems:
+        module.fail_json(msg="refused: " + _join(problems), problems=problems,
+                         ansible_facts={"torch_selection": selection})
+
+    if p["installed"] is not None:
+        ok, message = check_installed(selection, p["installed"])
+        selection["installed"] = dict(version=p["installed"].get("version"), cuda=p["installed"].get("cuda"),
+                                      ok=ok, message=message)
+        if not ok:
+            module.fail_json(msg=message, ansible_facts={"torch_selection": selection})
+    module.exit_json(changed=False, ansible_facts={"torch_selection": selection})
+
+
+if __name__ == "__main__":
+    main()

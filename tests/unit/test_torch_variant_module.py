@@ -1,0 +1,132 @@
+"""library/torch_variant.py run as a real Ansible module (ansible localhost -m torch_variant -o)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE = Path(sys.executable).parent / "ansible"
+CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+
+
+def run_module(tmp_path, args, env_extra=None):
+    """Returns (ok, result) of one module run; args is a dict passed as JSON."""
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
+        env.pop(var, None)
+    env.update(env_extra or {})
+    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
+           "-m", "torch_variant", "-a", json.dumps(args), "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
+    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
+    ok = line.startswith("localhost | SUCCESS => ")
+    assert ok or line.startswith("localhost | FAILED! => "), line
+    return ok, json.loads(line.split(" => ", 1)[1])
+
+
+def test_auto_on_h100_and_a100_picks_cu121_and_says_why(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.5.1", "variant": "auto", "python_version": "3.11",
+                                    "driver_version": "535.129.03", "compute_capabilities": ["9.0", "8.0"],
+                                    "packages": ["torchvision==0.20.1", "torchaudio==2.5.1"]})
+    assert ok and res["changed"] is False
+    sel = res["ansible_facts"]["torch_selection"]
+    assert sel["requirement"] == "torch==2.5.1+cu121"
+    assert sel["index_url"] == "https://download.pytorch.org/whl/cu121"
+    assert sel["cuda_version"] == "12.1"
+    assert sel["requirements"] == ["torch==2.5.1+cu121", "torchvision==0.20.1", "torchaudio==2.5.1"]
+    assert any("535.129.03" in r for r in sel["reasons"])
+
+
+def test_auto_on_blackwell_refuses_the_cu121_release(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.5.1", "variant": "auto", "python_version": "3.11",
+                                    "driver_version": "570.124.06", "compute_capabilities": ["12.0"]})
+    assert not ok
+    assert "12.0" in res["msg"] and "no kernels" in res["msg"]
+
+
+def test_auto_without_gpu_installs_cpu(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": "auto", "python_version": "3.11"})
+    assert ok
+    assert res["ansible_facts"]["torch_selection"]["requirement"] == "torch==2.13.0+cpu"
+
+
+def test_cuda_variant_on_a_host_without_gpu_is_kept_with_a_warning(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.5.1", "variant": "cu121", "python_version": "3.11"})
+    assert ok
+    sel = res["ansible_facts"]["torch_selection"]
+    assert sel["requirement"] == "torch==2.5.1+cu121" and sel["cuda_version"] == "12.1"
+    assert any("no NVIDIA GPU" in w for w in sel["warnings"])
+
+
+@pytest.mark.parametrize("args, needle", [
+    ({"torch_version": ">=2"}, "not pinned exactly"),
+    ({"torch_version": "2.5"}, "not an exact release"),
+    ({"torch_version": "2.5.1", "packages": ["torchvision>=0.20"]}, "not pinned exactly"),
+    ({"torch_version": "2.5.1", "packages": ["--extra-index-url https://pypi.org/simple"]}, "--extra-index-url"),
+    ({"torch_version": "2.5.1", "index_url": "https://download.pytorch.org/whl/cu121 --extra-index-url https://x"},
+     "--extra-index-url"),
+    ({"torch_version": "2.5.1", "index_url": "http://download.pytorch.org/whl/cu121"}, "is not https"),
+    ({"torch_version": "2.5.1+cu118"}, "carries +cu118 but the variant is cu121"),
+    ({"torch_version": "2.5.1", "python_version": "3.8"}, "no wheels for Python 3.8"),
+    ({"torch_version": "2.13.0", "python_version": "3.11"}, "torch 2.13 has no cu121 wheels"),
+    ({"torch_version": "2.5.1", "driver_version": "470.82.01", "compute_capabilities": ["8.0"]},
+     "older than 525.60.13"),
+])
+def test_bad_requests_are_refused(tmp_path, args, needle):
+    ok, res = run_module(tmp_path, dict({"variant": "cu121"}, **args))
+    assert not ok
+    assert res["msg"].startswith("refused: ")
+    assert needle in res["msg"]
+
+
+def test_extra_index_url_in_the_host_environment_is_refused(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.5.1", "variant": "cu121"},
+                         env_extra={"PIP_EXTRA_INDEX_URL": "https://pypi.org/simple"})
+    assert not ok
+    assert "PIP_EXTRA_INDEX_URL" in res["msg"]
+
+
+def test_wheelhouse_with_another_variant_is_refused_naming_both(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": "cu126", "python_version": "3.11",
+                                    "wheelhouse_files": [CPU_WHEEL, "sympy-1.14.0-py3-none-any.whl"]})
+    assert not ok
+    assert "torch==2.13.0+cu126" in res["msg"] and "torch 2.13.0+cpu" in res["msg"]
+
+
+def test_wheelhouse_holding_every_pin_passes(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": "cpu", "python_version": "3.11",
+                                    "packages": ["nvidia-ml-py==13.615.71"],
+                                    "wheelhouse_files": [CPU_WHEEL, "nvidia_ml_py-13.615.71-py3-none-any.whl"]})
+    assert ok, res
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": "cpu", "python_version": "3.11",
+                                    "packages": ["nvidia-ml-py==13.615.71"], "wheelhouse_files": [CPU_WHEEL]})
+    assert not ok and "no nvidia-ml-py wheel at all" in res["msg"]
+
+
+def test_installed_build_matching_the_request_passes(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": "cpu", "python_version": "3.11",
+                                    "installed": {"version": "2.13.0+cpu", "cuda": None}})
+    assert ok, res
+    assert res["ansible_facts"]["torch_selection"]["installed"]["ok"] is True
+
+
+@pytest.mark.parametrize("variant, installed, needles", [
+    ("cu126", {"version": "2.13.0+cpu", "cuda": None}, ["2.13.0+cu126", "2.13.0+cpu", "not cu126"]),
+    ("cpu", {"version": "2.13.0", "cuda": "12.6"}, ["2.13.0+cpu", "torch.version.cuda=12.6"]),
+    ("cpu", {"version": "2.12.0+cpu", "cuda": None}, ["2.12.0+cpu is installed, not 2.13.0"]),
+])
+def test_installed_build_not_matching_the_request_fails_naming_both(tmp_path, variant, installed, needles):
+    ok, res = run_module(tmp_path, {"torch_version": "2.13.0", "variant": variant, "python_version": "3.11",
+                                    "installed": installed})
+    assert not ok
+    for needle in needles:
+        assert needle in res["msg"], res["msg"]
