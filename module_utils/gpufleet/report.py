@@ -7,22 +7,33 @@ by ``playbooks/report.yml``::
      "gpu": <gpu facts> | null, "gate": [..] | null, "doctor": {..} | null, "collected_at"}
 
 ``load_results`` reads them (and lists inventory hosts that left no file as unreachable),
-``summarize`` turns them into a status per host, fleet totals and the list of hosts to return
-or fix, and ``to_json`` / ``to_csv`` / ``to_markdown`` / ``to_html`` / ``to_prometheus`` render
-that. ``write_all`` writes all five files atomically.
+``summarize`` turns them into a status per host, fleet totals, the list of hosts to return
+or fix and the hosts whose driver / CUDA version drifts from the fleet's usual one, and
+``to_json`` / ``to_csv`` / ``to_markdown`` / ``to_html`` / ``to_prometheus`` render that
+(``iter_*`` give the same text in chunks). ``write_all`` writes all five files atomically,
+in two forked worker processes for a large fleet. ``summarize_folder`` reads, summarizes and
+drops one result file at a time, so a large fleet's raw results are never all in memory.
 
 Every value in the input may be missing or null; nothing here raises on partial data. All
 host-provided text is escaped for the format it lands in (HTML, Markdown, CSV formulas,
 Prometheus label values). Plain Python >= 3.8, stdlib only.
 """
 
+import base64
+import contextlib
 import csv
 import datetime
+import gc
+import hashlib
 import html
 import io
 import json
 import math
+import multiprocessing
+import operator
 import os
+import pickle
+import re
 import tempfile
 
 SCHEMA = 1
@@ -81,8 +92,16 @@ def _l(value):
     return value if isinstance(value, list) else []
 
 
+_INF = float("inf")
+
+
 def _num(value):
     """A finite int/float, or None (bools, strings, NaN and null are not numbers here)."""
+    t = type(value)
+    if t is int:
+        return value
+    if t is float:
+        return value if -_INF < value < _INF else None  # NaN compares false
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
@@ -115,6 +134,8 @@ def _price(value):
 
 def _text(value):
     """Host-provided value as text ("" for None)."""
+    if type(value) is str:
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -136,6 +157,26 @@ def _now_iso(now=None):
 
 
 # --------------------------------------------------------------------------- loading
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic GC off for the block (restored after): loading and summarizing a large fleet
+    allocates millions of objects that all live on, and each GC pass would rescan them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            # What survived the block moves to the oldest generation in one step (freeze, then
+            # unfreeze); otherwise the first young-generation pass after gc.enable() would walk
+            # every object allocated in the block. Skipped when the caller froze objects itself
+            # (unfreeze would thaw those too).
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
 def _placeholder(host, reason, **extra):
     result = {
         "host": host, "reachable": False, "failed": False, "reason": reason, "provider": None,
@@ -143,6 +184,83 @@ def _placeholder(host, reason, **extra):
     }
     result.update(extra)
     return result
+
+
+def _list_folder(folder):
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise ReportInputError("results folder %r does not exist or is not a folder" % folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise ReportInputError("cannot list results folder %r: %s" % (folder, exc)) from exc
+    return folder, [n for n in names if n.endswith(".json") and not n.startswith(".")]
+
+
+def _load_file(folder, name):
+    """One result file as a dict (``host`` defaulted to the file's stem, ``_file`` added), a
+    placeholder with ``load_error`` when it cannot be read, or None when it is not a plain file."""
+    stem = name[:-len(".json")]
+    path = os.path.join(folder, name)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        try:
+            data = json.loads(raw)
+        except UnicodeDecodeError:  # not UTF-8: read it with replacement characters, as before
+            data = json.loads(raw.decode("utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        return _placeholder(stem, None, reachable=None, load_error="%s: %s" % (name, exc))
+    if not isinstance(data, dict):
+        return _placeholder(stem, None, reachable=None,
+                            load_error="%s: expected a JSON object, got %s" % (name, type(data).__name__))
+    if not isinstance(data.get("host"), str) or not data["host"]:
+        data["host"] = stem
+    data["_file"] = name
+    return data
+
+
+def _inventory_list(inventory_hosts):
+    if inventory_hosts is None:
+        return None
+    if isinstance(inventory_hosts, str):
+        inventory_hosts = inventory_hosts.split(",")
+    return [str(h).strip() for h in inventory_hosts]
+
+
+def _iter_files(folder, names, wanted, known):
+    """Results of the files ``names``; their stems and host names are added to ``known``."""
+    for name in names:
+        result = _load_file(folder, name)
+        if result is None:
+            continue
+        stem = name[:-len(".json")]
+        known.add(stem)
+        known.add(result.get("host"))
+        if wanted is not None and stem not in wanted and result.get("host") not in wanted:
+            result["not_in_inventory"] = True
+        yield result
+
+
+def _iter_missing(inventory, known):
+    """Placeholders for the inventory hosts that left no result file."""
+    for host in inventory or ():
+        if host and host not in known:
+            known.add(host)
+            yield _placeholder(host, NOT_REACHED, missing=True)
+
+
+def iter_results(folder, inventory_hosts=None):
+    """Yield the results of ``load_results`` one at a time, in file-name order, then the
+    placeholders for inventory hosts without a file; the caller may drop each after use."""
+    folder, names = _list_folder(folder)
+    inventory = _inventory_list(inventory_hosts)
+    wanted = None if inventory is None else set(inventory)
+    known = set()
+    yield from _iter_files(folder, names, wanted, known)
+    yield from _iter_missing(inventory, known)
 
 
 def load_results(folder, inventory_hosts=None):
@@ -153,52 +271,16 @@ def load_results(folder, inventory_hosts=None):
     result with ``load_error`` set, never an exception. Raises ``ReportInputError`` when ``folder``
     is missing or not a readable folder.
     """
-    folder = os.fspath(folder)
-    if not os.path.isdir(folder):
-        raise ReportInputError("results folder %r does not exist or is not a folder" % folder)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError as exc:
-        raise ReportInputError("cannot list results folder %r: %s" % (folder, exc)) from exc
+    with _gc_paused():
+        results = list(iter_results(folder, inventory_hosts))
+    results.sort(key=lambda r: str(r.get("host")))
+    return results
 
-    results = {}
-    for name in names:
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        stem = name[:-len(".json")]
-        path = os.path.join(folder, name)
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError) as exc:
-            results[stem] = _placeholder(stem, None, reachable=None, load_error="%s: %s" % (name, exc))
-            continue
-        if not isinstance(data, dict):
-            results[stem] = _placeholder(stem, None, reachable=None,
-                                         load_error="%s: expected a JSON object, got %s" % (name, type(data).__name__))
-            continue
-        data = dict(data)
-        if not isinstance(data.get("host"), str) or not data["host"]:
-            data["host"] = stem
-        data["_file"] = name
-        results[stem] = data
 
-    if inventory_hosts is not None:
-        if isinstance(inventory_hosts, str):
-            inventory_hosts = inventory_hosts.split(",")
-        known = set(results) | {r.get("host") for r in results.values()}
-        for host in inventory_hosts:
-            host = str(host).strip()
-            if host and host not in known:
-                results[host] = _placeholder(host, NOT_REACHED, missing=True)
-                known.add(host)
-        inventory = {str(h).strip() for h in inventory_hosts}
-        for stem, result in results.items():
-            if stem not in inventory and result.get("host") not in inventory:
-                result["not_in_inventory"] = True
-    return sorted(results.values(), key=lambda r: str(r.get("host")))
+def read_hosts_file(path):
+    """Inventory host names from a text file: one per line; blank lines and ``#`` comments skipped."""
+    with open(path, encoding="utf-8") as fh:
+        return [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
 
 
 # --------------------------------------------------------------------------- summarizing
@@ -218,7 +300,7 @@ def _spec(gpu):
 
 def _is_simulated(result):
     facts = _d(result.get("gpu"))
-    if result.get("simulated") is True or facts.get("simulated") is True:
+    if _bool_field(result, "simulated") is True or facts.get("simulated") is True:
         return True
     return any(_d(g).get("simulated") is True for g in _l(facts.get("gpus")))
 
@@ -266,32 +348,44 @@ def _is_tflops(entry):
 
 def _measured_tflops(entries):
     """Best measured TFLOPS of one GPU: the BF16 tests if there are any, else any TFLOPS test."""
-    tflops = [e for e in entries if _is_tflops(e) and _num(e.get("measured")) is not None]
-    bf16 = [e for e in tflops if "bf16" in _text(e.get("test")).lower()]
-    pick = bf16 or tflops
-    return max(e["measured"] for e in pick) if pick else None
+    best = best_bf16 = None
+    for e in entries:
+        measured = _num(e.get("measured"))
+        if measured is None or not _is_tflops(e):
+            continue
+        if best is None or measured > best:
+            best = measured
+        if "bf16" in _text(e.get("test")).lower() and (best_bf16 is None or measured > best_bf16):
+            best_bf16 = measured
+    return best if best_bf16 is None else best_bf16
 
 
-def _gpu_row(host, gpu, gate_entries):
-    pcie, ecc = _d(gpu.get("pcie")), _d(gpu.get("ecc"))
-    rows, pages, nvlink = _d(gpu.get("remapped_rows")), _d(gpu.get("retired_pages")), _d(gpu.get("nvlink"))
-    clocks = _d(gpu.get("clocks"))
+_EMPTY = {}  # read only
+
+
+def _gpu_row(gpu, gate_entries, gpu_findings):
+    sub = [gpu.get(k) for k in ("pcie", "ecc", "remapped_rows", "retired_pages", "nvlink", "clocks")]
+    pcie, ecc, rows, pages, nvlink, clocks = [v if type(v) is dict else _EMPTY for v in sub]
     spec = _spec(gpu)
     throttle = [_text(t) for t in _l(gpu.get("throttle_reasons"))]
     lost = gpu.get("lost") is True
     peak = None if lost else _num(spec.get("bf16_tflops"))
-    findings = [_finding_text(f) for f in host["findings"] if f.get("gpu_index") == gpu.get("index")
-                and f.get("gpu_index") is not None]
+    index = gpu.get("index")
+    findings = [text for i, text in gpu_findings if i == index] if gpu_findings else []
     gate = []
+    passed = []
     for e in gate_entries:
+        ok = e.get("passed")
+        ok = ok if ok is True or ok is False else None
         gate.append({
             "test": _text(e.get("test")), "measured": _num(e.get("measured")), "expected": _num(e.get("expected")),
             "unit": _text(e.get("unit")), "fraction_of_peak": _num(e.get("fraction_of_peak")),
-            "passed": e.get("passed") if isinstance(e.get("passed"), bool) else None, "why": e.get("why"),
+            "passed": ok, "why": e.get("why"),
         })
-    passed = [g["passed"] for g in gate if g["passed"] is not None]
+        if ok is not None:
+            passed.append(ok)
     return {
-        "index": gpu.get("index"), "name": gpu.get("name"), "uuid": gpu.get("uuid"), "serial": gpu.get("serial"),
+        "index": index, "name": gpu.get("name"), "uuid": gpu.get("uuid"), "serial": gpu.get("serial"),
         "pci_bus_id": gpu.get("pci_bus_id"), "memory_total_mib": _num(gpu.get("memory_total_mib")),
         "memory_used_mib": _num(gpu.get("memory_used_mib")), "compute_capability": gpu.get("compute_capability"),
         "pcie_gen_current": _num(pcie.get("gen_current")), "pcie_gen_max": _num(pcie.get("gen_max")),
@@ -308,7 +402,7 @@ def _gpu_row(host, gpu, gate_entries):
         "remapped_rows_uncorrectable": _num(rows.get("uncorrectable")), "remapped_rows_pending": rows.get("pending"),
         "remapped_rows_failure": rows.get("failure"), "nvlink_active": _num(nvlink.get("links_active")),
         "nvlink_total": _num(nvlink.get("links_total")), "lost": lost, "spec_key": spec.get("key"),
-        "peak_bf16_tflops": peak, "measured_tflops": _measured_tflops(gate_entries),
+        "peak_bf16_tflops": peak, "measured_tflops": _measured_tflops(gate_entries) if gate_entries else None,
         "findings": findings, "gate": gate, "gate_passed": (all(passed) if passed else None),
     }
 
@@ -325,17 +419,22 @@ def _host_summary(result):
     return entry
 
 
+def _bool_field(result, key):
+    value = result.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    return _flag(value)
+
+
 def _host_entry(result):
-    result = dict(result)
-    for key in ("reachable", "failed", "simulated"):
-        if key in result and not isinstance(result[key], bool) and result[key] is not None:
-            result[key] = _flag(result[key])
+    # Read only: the result is not copied (it may be large), flags given as text are read with _flag.
+    reachable, failed = _bool_field(result, "reachable"), _bool_field(result, "failed")
     host = str(result.get("host"))
     facts = _d(result.get("gpu"))
     entry = {
         "host": host, "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
         "provider": result.get("provider"), "price_per_hour": _price(result.get("price_per_hour")),
-        "reachable": result.get("reachable"), "collected_at": result.get("collected_at"),
+        "reachable": reachable, "collected_at": result.get("collected_at"),
         "source": facts.get("source"), "driver_version": facts.get("driver_version"),
         "cuda_driver_version": facts.get("cuda_driver_version"), "error_code": facts.get("error_code"),
         "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
@@ -347,14 +446,14 @@ def _host_entry(result):
     if result.get("load_error"):
         entry["reasons"].append("result file unreadable: %s" % result["load_error"])
         return entry
-    if result.get("reachable") is False:
+    if reachable is False:
         entry["status"] = "unreachable"
         entry["reasons"].append(_text(result.get("reason")) or "unreachable (no reason given)")
         return entry
-    if result.get("failed") is True:
+    if failed is True:
         entry["status"] = "failed"
         entry["reasons"].append("playbook failed: %s" % (_text(result.get("reason")) or "no reason given"))
-    elif result.get("reachable") is not True and not facts:
+    elif reachable is not True and not facts:
         entry["reasons"].append(_text(result.get("reason")) or "no reachability and no GPU facts in the result")
         return entry
 
@@ -367,17 +466,30 @@ def _host_entry(result):
         if entry["status"] != "failed":
             entry["reasons"].append("no GPU facts in the result")
     gate_by_index = _gate_by_index(result.get("gate"))
+    gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in findings if f.get("gpu_index") is not None]
+    rows = entry["gpus"]
+    models = entry["gpu_models"]
+    mem = 0
+    peaks = []
+    measured = []
     for g in gpus:
-        entry["gpus"].append(_gpu_row(entry, g, gate_by_index.get(g.get("index"), [])))
+        row = _gpu_row(g, gate_by_index.get(g.get("index"), ()) if gate_by_index else (), gpu_findings)
+        rows.append(row)
+        name = row["name"] or "unknown GPU"
+        try:
+            models[name] = models.get(name, 0) + 1
+        except TypeError:  # an unhashable model name from odd input
+            name = _text(name)
+            models[name] = models.get(name, 0) + 1
+        mem += row["memory_total_mib"] or 0
+        if row["peak_bf16_tflops"] is not None:
+            peaks.append(row["peak_bf16_tflops"])
+        if row["measured_tflops"] is not None:
+            measured.append(row["measured_tflops"])
     count = _num(facts.get("gpu_count"))
     entry["gpu_count"] = len(gpus) if count is None else max(int(count), len(gpus))
-    for row in entry["gpus"]:
-        name = row["name"] or "unknown GPU"
-        entry["gpu_models"][name] = entry["gpu_models"].get(name, 0) + 1
-        entry["memory_total_mib"] += row["memory_total_mib"] or 0
-    peaks = [r["peak_bf16_tflops"] for r in entry["gpus"] if r["peak_bf16_tflops"] is not None]
+    entry["memory_total_mib"] = mem
     entry["peak_bf16_tflops"] = _round(sum(peaks), 1) if peaks else None
-    measured = [r["measured_tflops"] for r in entry["gpus"] if r["measured_tflops"] is not None]
     entry["measured_tflops"] = _round(sum(measured), 1) if measured else None
 
     expected = _price(result.get("expected_gpu_count"))
@@ -406,7 +518,7 @@ def _host_entry(result):
             entry["reasons"].append(_finding_text(f))
 
     # Gate: a GPU below its threshold flags the host.
-    for row in entry["gpus"]:
+    for row in rows:
         for g in row["gate"]:
             if g["passed"] is False:
                 entry["status"] = _escalate(entry["status"], "degraded")
@@ -452,27 +564,69 @@ def _action(entry):
     return ACTION_FIX
 
 
-def summarize(results, now=None):
-    """Fleet summary from ``load_results`` output: per-host status and reasons, totals, bad hosts.
+def _safe_host_summary(r):
+    try:
+        return _host_summary(r)
+    except Exception as exc:  # defensive: one odd result must not sink the fleet report
+        return {
+            "host": str(r.get("host")), "status": "unknown", "simulated": False,
+            "reasons": ["report could not read this result: %r" % exc], "provider": r.get("provider"),
+            "price_per_hour": _num(r.get("price_per_hour")), "reachable": r.get("reachable"),
+            "collected_at": r.get("collected_at"), "source": None, "driver_version": None,
+            "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
+            "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
+            "gpus": [], "gate": False, "doctor": None, "action": ACTION_CHECK, "warnings": [],
+        }
 
-    ``now``: a datetime (or text) for ``generated_at``; default: the current UTC time.
-    """
-    results = [r for r in _l(results) if isinstance(r, dict)]
-    hosts = []
-    for r in results:
-        try:
-            hosts.append(_host_summary(r))
-        except Exception as exc:  # defensive: one odd result must not sink the fleet report
-            hosts.append({
-                "host": str(r.get("host")), "status": "unknown", "simulated": False,
-                "reasons": ["report could not read this result: %r" % exc], "provider": r.get("provider"),
-                "price_per_hour": _num(r.get("price_per_hour")), "reachable": r.get("reachable"),
-                "collected_at": r.get("collected_at"), "source": None, "driver_version": None,
-                "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
-                "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
-                "gpus": [], "gate": False, "doctor": None, "action": ACTION_CHECK, "warnings": [],
-            })
+
+# (key in the host entry, word in the reason, totals key of the fleet's usual value)
+_DRIFT_FIELDS = (
+    ("driver_version", "driver", "usual_driver_version"),
+    ("cuda_driver_version", "CUDA", "usual_cuda_driver_version"),
+)
+
+
+def _usual(values):
+    """The most common value (ties: the one that sorts first as text); None for no values."""
+    counts = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda v: (-counts[v], _text(v)))
+
+
+def _drift(hosts):
+    """Version drift across the fleet: the usual driver and CUDA driver version among hosts with
+    GPUs, and one entry per host and field that differs. Severity info: each entry is added to
+    the host's reasons but does not change its status."""
+    with_gpus = [h for h in hosts if h["gpus"]]
+    usual = {}
+    drift = []
+    for key, word, total_key in _DRIFT_FIELDS:
+        values = []
+        for h in with_gpus:
+            v = h[key]
+            if v is not None and not isinstance(v, (dict, list)):
+                values.append(v)
+        usual[total_key] = common = _usual(values)
+        if common is None:
+            continue
+        for h in with_gpus:
+            v = h[key]
+            if v is None or isinstance(v, (dict, list)) or v == common:
+                continue
+            reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
+            h["reasons"].append(reason)
+            drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
+                          "reason": reason})
+    drift.sort(key=lambda d: (d["host"], d["field"]))
+    return usual, drift
+
+
+def _finish(hosts, now, results=None):
     hosts.sort(key=lambda h: h["host"])
+    usual, drift = _drift(hosts)
 
     by_status = dict.fromkeys(STATUSES, 0)
     by_model = {}
@@ -510,7 +664,7 @@ def summarize(results, now=None):
         "simulated_hosts": sum(1 for h in hosts if h["simulated"]),
         "gpus": gpus,
         "gpus_usable": usable,
-        "gpus_by_model": dict(sorted(by_model.items())),
+        "gpus_by_model": dict(sorted(by_model.items(), key=lambda kv: str(kv[0]))),
         "gpu_memory_total_gib": round(mem_mib / 1024.0, 1),
         "peak_bf16_tflops": round(peak, 1),
         "price_per_hour": round(price_total, 4),
@@ -519,16 +673,132 @@ def summarize(results, now=None):
         "usd_per_peak_tflop_hour": round(peak_price / peak_tflops, 6) if peak_tflops else None,
         "measured_tflops": round(meas_tflops, 1) if meas_tflops else None,
         "usd_per_measured_tflop_hour": round(meas_price / meas_tflops, 6) if meas_tflops else None,
+        "usual_driver_version": usual["usual_driver_version"],
+        "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
+        "drift": drift,
     }
     bad = [{"host": h["host"], "status": h["status"], "provider": h["provider"], "action": h["action"],
             "reasons": list(h["reasons"]), "simulated": h["simulated"]}
            for h in hosts if h["status"] != "ok"]
     bad.sort(key=lambda b: (_BAD_ORDER.get(b["status"], 9), b["host"]))
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
-    return {
+    summary = {
         "schema": SCHEMA, "generated_at": _now_iso(now), "totals": totals, "bad_hosts": bad,
-        "hosts": hosts, "warnings": warnings, "results": results,
+        "hosts": hosts, "warnings": warnings,
     }
+    if results is not None:
+        results.sort(key=lambda r: str(r.get("host")))
+        summary["results"] = results
+    return summary
+
+
+def summarize(results, now=None, include_results=False, workers=None):
+    """Fleet summary from ``load_results`` output: per-host status and reasons, totals, bad hosts.
+
+    ``now``: a datetime (or text) for ``generated_at``; default: the current UTC time.
+    ``workers``: None summarizes a large list (``PARALLEL_MIN_FILES`` or more) in two processes
+    on a machine with two or more CPUs (a forked child does the second part and sends its host
+    rows back pickled), one otherwise; 1 forces one, 2 forces two. The summary is the same.
+    The summary holds its own compact per-host and per-GPU rows, not the raw results, so the caller
+    may drop those before rendering. ``include_results=True`` keeps them under ``results`` (then
+    ``fleet.json`` embeds them again, as it did up to now).
+    """
+    results = [r for r in _l(results) if isinstance(r, dict)]
+    with _gc_paused():
+        if _use_two(len(results), workers):
+            half = _split(len(results))
+            first, second = _in_two(lambda part: [_safe_host_summary(r) for r in part], results[:half],
+                                    results[half:])
+            hosts = first + second
+        else:
+            hosts = [_safe_host_summary(r) for r in results]
+        return _finish(hosts, now, list(results) if include_results else None)
+
+
+def _summarize_files(folder, names, wanted, known, kept=None):
+    hosts = []
+    for result in _iter_files(folder, names, wanted, known):
+        hosts.append(_safe_host_summary(result))
+        if kept is not None:
+            kept.append(result)
+    return hosts
+
+
+def _child_run(work, arg, conn):
+    """Worker: send ``work(arg)`` back pickled; b"" on any failure (the parent then does it)."""
+    try:
+        payload = pickle.dumps(work(arg), protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        payload = b""
+    conn.send_bytes(payload)
+    conn.close()
+
+
+def _in_two(work, first, second):
+    """``(work(first), work(second))``: the second in a forked child whose result comes back
+    pickled, the first here at the same time. If the child fails, the second is done here too."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_run, args=(work, second, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        a = work(first)
+        try:
+            payload = recv.recv_bytes()
+        except EOFError:
+            payload = b""
+    finally:
+        recv.close()
+        child.join()
+    b = pickle.loads(payload) if payload else work(second)  # noqa: S301 - from our own forked child
+    return a, b
+
+
+def _split(n):
+    return n * 11 // 20  # the child also pickles its rows: it gets a little less than half
+
+
+def _use_two(count, workers):
+    if workers is None:
+        return count >= PARALLEL_MIN_FILES and _cpus() >= 2 and _can_fork()
+    return workers >= 2 and count >= 2 and _can_fork()
+
+
+# Fewer results (files) than this are summarized in the calling process.
+PARALLEL_MIN_FILES = 500
+
+
+def summarize_folder(folder, inventory_hosts=None, now=None, include_results=False, workers=None):
+    """``summarize(load_results(folder, inventory_hosts))`` without holding every raw result at
+    once: each file is read, summarized and dropped before the next (unless ``include_results``).
+
+    ``workers``: None reads a large folder in two processes on a machine with two or more CPUs
+    (a forked child summarizes the second half of the files and sends its host rows back), one
+    process otherwise; 1 forces one, 2 forces two. The summary is the same either way.
+    """
+    folder, names = _list_folder(folder)
+    inventory = _inventory_list(inventory_hosts)
+    wanted = None if inventory is None else set(inventory)
+    known = set()
+    kept = [] if include_results else None
+    with _gc_paused():
+        if kept is None and _use_two(len(names), workers):
+            def work(part):
+                part_known = set()
+                return _summarize_files(folder, part, wanted, part_known), part_known
+
+            half = _split(len(names))
+            (hosts, known), (more, more_known) = _in_two(work, names[:half], names[half:])
+            hosts += more
+            known |= more_known
+        else:
+            hosts = _summarize_files(folder, names, wanted, known, kept)
+        for result in _iter_missing(inventory, known):
+            hosts.append(_safe_host_summary(result))
+            if kept is not None:
+                kept.append(result)
+        return _finish(hosts, now, kept)
 
 
 def _as_summary(data):
@@ -548,6 +818,8 @@ def one_line(data):
         t["price_per_hour"], len(s["bad_hosts"]))
     if t["simulated_hosts"]:
         line += "; %d simulated" % t["simulated_hosts"]
+    if t.get("drift"):
+        line += "; %d version drift(s)" % len(t["drift"])
     return line
 
 
@@ -563,29 +835,63 @@ def _json_safe(value):
     return value
 
 
-def _json_text(summary):
+_JSON_CHUNK = 256  # list elements per chunk written
+
+
+def _json_encoder():
+    # check_circular off: a cycle cannot come from JSON files, and it fails either way (RecursionError).
+    encode = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False, check_circular=False).encode
+
+    def enc(value):
+        try:
+            return encode(value)
+        except (TypeError, ValueError):  # NaN/Infinity or mixed non-text keys in host-provided values
+            return json.dumps(_json_safe(value), sort_keys=True, default=str, allow_nan=False)
+    return enc
+
+
+def _json_block(value, enc, pad):
+    """``value`` laid out like ``json.dumps(indent=2)`` at indent ``pad``, except that each element of
+    a non-empty list is one compact line (the C encoder); yields chunks."""
+    inner = pad + "  "
+    if isinstance(value, dict) and value:
+        try:
+            keys = sorted(value)
+        except TypeError:
+            yield enc(value)
+            return
+        yield "{\n"
+        for n, key in enumerate(keys):
+            yield "%s%s: " % (inner, enc(str(key) if not isinstance(key, str) else key))
+            yield from _json_block(value[key], enc, inner)
+            yield ",\n" if n < len(keys) - 1 else "\n"
+        yield pad + "}"
+    elif isinstance(value, (list, tuple)) and value:
+        yield "[\n"
+        last = len(value)
+        for start in range(0, last, _JSON_CHUNK):
+            chunk = value[start:start + _JSON_CHUNK]
+            end = "\n" if start + _JSON_CHUNK >= last else ",\n"
+            yield ",\n".join(inner + enc(v) for v in chunk) + end
+        yield pad + "]"
+    else:
+        yield enc(value)
+
+
+def iter_json(data):
+    """``to_json`` in chunks."""
     # json's C encoder only runs without ``indent``: indenting the whole report through the pure
-    # Python encoder took ~70% of write_all on a large fleet. So the top level is laid out by hand,
-    # with one compact line per element of each list (one host, one result, ...).
-    encode = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False).encode
-    parts = []
-    for key in sorted(summary, key=str):
-        value = summary[key]
-        if isinstance(value, (list, tuple)) and value:
-            text = "[\n" + ",\n".join("    " + encode(v) for v in value) + "\n  ]"
-        else:
-            text = json.dumps(value, indent=2, sort_keys=True, default=str, allow_nan=False).replace("\n", "\n  ")
-        parts.append("  %s: %s" % (encode(str(key)), text))
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    # Python encoder took ~70% of write_all on a large fleet. So the nesting is laid out by hand,
+    # with one compact line per element of each list (one host, one bad host, one drift entry ...).
+    summary = _as_summary(data)
+    yield from _json_block(summary, _json_encoder(), "")
+    yield "\n"
 
 
 def to_json(data):
-    """The summary (plus the raw results under ``results``) as JSON text: one line per host / result."""
-    summary = _as_summary(data)
-    try:
-        return _json_text(summary)
-    except (TypeError, ValueError):  # NaN/Infinity or mixed non-text keys in host-provided values
-        return _json_text(_json_safe(summary))
+    """The summary as JSON text: one line per host. ``results`` (the raw result files) are in it
+    only when the summary was made with ``include_results=True``."""
+    return "".join(iter_json(data))
 
 
 # --------------------------------------------------------------------------- CSV
@@ -612,46 +918,87 @@ def _gate_text(gate):
     return "; ".join(parts)
 
 
+_CSV_HOST = ("host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
+             "cuda_driver_version")
+_CSV_GPU = CSV_COLUMNS[len(_CSV_HOST):-1]
+_CSV_GPU_KEYS = tuple(k for k in _CSV_GPU if k not in ("gpu_index", "throttle_reasons", "findings", "gate"))
+
+
+_CSV_GPU_GET = operator.itemgetter(*["index" if c == "gpu_index" else c for c in _CSV_GPU])
+_CSV_AT = {c: _CSV_GPU.index(c) for c in ("throttle_reasons", "findings", "gate")}
+
+
+def _csv_gpu_values(g):
+    """The GPU's values in ``_CSV_GPU`` order (raw, not yet CSV cells)."""
+    out = list(_CSV_GPU_GET(g))
+    out[_CSV_AT["throttle_reasons"]] = ";".join(out[_CSV_AT["throttle_reasons"]])
+    out[_CSV_AT["findings"]] = "; ".join(out[_CSV_AT["findings"]])
+    out[_CSV_AT["gate"]] = _gate_text(out[_CSV_AT["gate"]]) if out[_CSV_AT["gate"]] else ""
+    return out
+
+
+def _csv_host_values(h):
+    return [h["host"], h["status"], h["simulated"], h["provider"], h["price_per_hour"], h["source"],
+            h["driver_version"], h["cuda_driver_version"]]
+
+
 def csv_rows(data):
     """Rows (dicts keyed by ``CSV_COLUMNS``): one per GPU, one per host without GPU details."""
     s = _as_summary(data)
     rows = []
     for h in s["hosts"]:
-        base = {
-            "host": h["host"], "host_status": h["status"], "simulated": h["simulated"], "provider": h["provider"],
-            "price_per_hour": h["price_per_hour"], "source": h["source"], "driver_version": h["driver_version"],
-            "cuda_driver_version": h["cuda_driver_version"], "host_reasons": "; ".join(h["reasons"]),
-        }
+        base = _csv_host_values(h)
+        reasons = "; ".join(h["reasons"])
         if not h["gpus"]:
-            rows.append(dict(base))
+            rows.append(dict(zip(_CSV_HOST + ("host_reasons",), base + [reasons])))
             continue
         for g in h["gpus"]:
-            row = dict(base)
-            for col in CSV_COLUMNS:
-                if col in row:
-                    continue
-                if col == "gpu_index":
-                    row[col] = g["index"]
-                elif col == "throttle_reasons":
-                    row[col] = ";".join(g["throttle_reasons"])
-                elif col == "findings":
-                    row[col] = "; ".join(g["findings"])
-                elif col == "gate":
-                    row[col] = _gate_text(g["gate"])
-                else:
-                    row[col] = g.get(col)
-            rows.append(row)
+            rows.append(dict(zip(CSV_COLUMNS, base + _csv_gpu_values(g) + [reasons])))
     return rows
+
+
+_CSV_HOSTS_PER_CHUNK = 200
+
+
+def _csv_cache(cache, value):
+    text = _csv_cell(value)
+    if (type(value) is str or type(value) is bool) and len(cache) < 100000:
+        cache[value] = text
+    return text
+
+
+
+
+def iter_csv(data):
+    """``to_csv`` in chunks."""
+    s = _as_summary(data)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    empty = [""] * len(_CSV_GPU)
+    cell = _csv_cell
+    cache = {}
+    for n, h in enumerate(s["hosts"], 1):
+        base = [cell(v) for v in _csv_host_values(h)]
+        reasons = [cell("; ".join(h["reasons"]))]
+        if not h["gpus"]:
+            writer.writerow(base + empty + reasons)
+        else:
+            # Numbers go out as they are, None as "", text through a cache of _csv_cell (model names,
+            # modes, gate texts repeat), the rest through _csv_cell.
+            writer.writerows([base + [v if (t := type(v)) is int or t is float else "" if v is None else
+                                      (cache[v] if (t is str or t is bool) and v in cache else _csv_cache(cache, v))
+                                      for v in _csv_gpu_values(g)] + reasons for g in h["gpus"]])
+        if n % _CSV_HOSTS_PER_CHUNK == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
 
 
 def to_csv(data):
     """CSV text with a header row (``CSV_COLUMNS``): one row per GPU plus one per host without GPUs."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for row in csv_rows(data):
-        writer.writerow({k: _csv_cell(row.get(k)) for k in CSV_COLUMNS})
-    return buf.getvalue()
+    return "".join(iter_csv(data))
 
 
 # --------------------------------------------------------------------------- shared cell text
@@ -696,13 +1043,17 @@ def _gate_cell(row, test):
     return ""
 
 
-def _gpu_cells(h, g, tests):
+def _driver_text(h):
+    return "%s / %s" % (_text(h["driver_version"]) or "?", _text(h["cuda_driver_version"]) or "?")
+
+
+def _gpu_cells(h, g, tests, driver=None):
     name = _text(g["name"]) or "unknown GPU"
     if g["lost"]:
         name += " (LOST)"
     return [
         _text(g["index"]), name, _fmt_mem(g["memory_total_mib"]), _text(g["compute_capability"]),
-        "%s / %s" % (_text(h["driver_version"]) or "?", _text(h["cuda_driver_version"]) or "?"),
+        _driver_text(h) if driver is None else driver,
         _pair(g["pcie_gen_current"], g["pcie_gen_max"], "gen "),
         _pair(g["pcie_width_current"], g["pcie_width_max"], "x"),
         "" if g["temperature_c"] is None else "%s C" % _text(g["temperature_c"]), _power(g),
@@ -732,25 +1083,56 @@ def _fleet_lines(s):
         ("$ per peak TFLOP-hour", _money(t["usd_per_peak_tflop_hour"], 4) or "n/a"),
         ("measured TFLOPS (gate)", "" if t["measured_tflops"] is None else "%.1f" % t["measured_tflops"]),
         ("$ per measured TFLOP-hour", _money(t["usd_per_measured_tflop_hour"], 4) or "n/a"),
+        ("usual driver / CUDA", "%s / %s" % (_text(t.get("usual_driver_version")) or "?",
+                                             _text(t.get("usual_cuda_driver_version")) or "?")),
+        ("version drift", "%d host(s) differ from the usual driver or CUDA version" % len(
+            {d["host"] for d in t.get("drift") or ()})),
     ]
 
 
+def _drift_rows(s):
+    return [[d["host"], "driver" if d["field"] == "driver_version" else "CUDA", d["version"], d["usual"]]
+            for d in s["totals"].get("drift") or ()]
+
+
 # --------------------------------------------------------------------------- Markdown
+# Text that needs no Markdown/HTML escaping and no whitespace folding: words of safe characters
+# separated by single spaces (most cells: numbers, model names, "gen 5/5").
+_MD_PLAIN = re.compile(r"[^&<>\\|`\s]+(?: [^&<>\\|`\s]+)*")
+
+
 def _md(value):
-    text = html.escape(_text(value), quote=False)
+    text = _text(value)
+    if _MD_PLAIN.fullmatch(text):
+        return text
+    text = html.escape(text, quote=False)
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
     return " ".join(text.split())
 
 
+def _md_cache(cache, text):
+    md = _md(text)
+    if len(cache) < 100000:
+        cache[text] = md
+    return md
+
+
+def _md_row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
 def _md_table(headers, rows):
-    out = ["| " + " | ".join(_md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out = [_md_row([_md(h) for h in headers]), "|" + "---|" * len(headers)]
     for row in rows:
-        out.append("| " + " | ".join(_md(c) for c in row) + " |")
+        out.append(_md_row([_md(c) for c in row]))
     return out
 
 
-def to_markdown(data):
-    """The report as Markdown: fleet summary, hosts to return / fix, hosts, GPUs."""
+_MD_HOSTS_PER_CHUNK = 200
+
+
+def iter_markdown(data):
+    """``to_markdown`` in chunks."""
     s = _as_summary(data)
     out = ["# gpufleet report", "", "Generated %s." % _md(s["generated_at"]), "", "## Fleet", ""]
     out += _md_table(["", ""], _fleet_lines(s))
@@ -761,26 +1143,57 @@ def to_markdown(data):
              "; ".join(b["reasons"])] for b in s["bad_hosts"]])
     else:
         out.append("None: every host is ok.")
+    drift = _drift_rows(s)
+    if drift:
+        out += ["", "## Version drift", "",
+                "Hosts whose driver or CUDA version differs from the fleet's usual one (info, not a fault):", ""]
+        out += _md_table(["host", "what", "version", "usual"], drift)
     out += ["", "## Hosts", ""]
-    out += _md_table(["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "collected", "reasons"], [
-        [h["host"] + (" (simulated)" if h["simulated"] else ""), h["status"], h["provider"],
-         _money(h["price_per_hour"]), _models(h), "%s / %s" % (_text(h["driver_version"]) or "?",
-                                                                 _text(h["cuda_driver_version"]) or "?"),
-         h["collected_at"], "; ".join(h["reasons"])] for h in s["hosts"]])
+    yield "\n".join(out) + "\n"
+    out = _md_table(["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "collected", "reasons"], [])
+    for n, h in enumerate(s["hosts"], 1):
+        out.append(_md_row([_md(c) for c in (
+            h["host"] + (" (simulated)" if h["simulated"] else ""), h["status"], h["provider"],
+            _money(h["price_per_hour"]), _models(h), _driver_text(h), h["collected_at"], "; ".join(h["reasons"]))]))
+        if n % _MD_HOSTS_PER_CHUNK == 0:
+            yield "\n".join(out) + "\n"
+            out = []
+    if out:
+        yield "\n".join(out) + "\n"
     tests = _gate_tests(s)
-    rows = [[h["host"]] + _gpu_cells(h, g, tests) for h in s["hosts"] for g in h["gpus"]]
-    if rows:
-        out += ["", "## GPUs", ""]
-        out += _md_table(["host"] + _GPU_HEADERS + ["gate %s" % t for t in tests], rows)
+    out = []
+    started = False
+    cache = {}  # cell text -> Markdown: most GPU cells repeat (model, memory, "gen 5/5", ...)
+    for h in s["hosts"]:
+        if not h["gpus"]:
+            continue
+        if not started:
+            started = True
+            out += ["", "## GPUs", ""]
+            out += _md_table(["host"] + _GPU_HEADERS + ["gate %s" % t for t in tests], [])
+        host = "| %s | " % _md(h["host"])
+        driver = _driver_text(h)
+        for g in h["gpus"]:
+            out.append(host + " | ".join([cache[c] if c in cache else _md_cache(cache, c)
+                                          for c in _gpu_cells(h, g, tests, driver)]) + " |")
+        if len(out) >= 2000:
+            yield "\n".join(out) + "\n"
+            out = []
+    if out:
+        yield "\n".join(out) + "\n"
     if s["warnings"]:
-        out += ["", "## Warnings", ""] + ["- %s" % _md(w) for w in s["warnings"]]
-    return "\n".join(out) + "\n"
+        yield "\n".join(["", "## Warnings", ""] + ["- %s" % _md(w) for w in s["warnings"]]) + "\n"
+
+
+def to_markdown(data):
+    """The report as Markdown: fleet summary, hosts to return / fix, version drift, hosts, GPUs."""
+    return "".join(iter_markdown(data))
 
 
 def _models(h):
     if not h["gpu_models"]:
         return "%d" % h["gpu_count"] if h["gpu_count"] else "none"
-    return ", ".join("%d x %s" % (n, name) for name, n in sorted(h["gpu_models"].items()))
+    return ", ".join("%d x %s" % (n, name) for name, n in sorted(h["gpu_models"].items(), key=lambda kv: str(kv[0])))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -790,6 +1203,8 @@ h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.6em 0 .5em;borde
 table{border-collapse:collapse;font-size:.85em;margin-bottom:1em}
 th,td{border:1px solid #d0d0d0;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
+table.sortable th{cursor:pointer}th[aria-sort=ascending]::after{content:" \\25B2"}
+th[aria-sort=descending]::after{content:" \\25BC"}
 .st{font-weight:600;padding:.1em .45em;border-radius:.3em;white-space:nowrap}
 .st-ok{background:#d7f5dd;color:#14532d}.st-degraded{background:#fff1c2;color:#713f12}
 .st-failed{background:#ffd6d6;color:#7f1d1d}.st-unreachable{background:#e7d6d6;color:#4a1d1d}
@@ -798,6 +1213,62 @@ th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 .fail{color:#b91c1c;font-weight:600}.pass{color:#15803d}.muted{color:#777}
 ul.r{margin:0;padding-left:1.1em}.summary th{width:14em}
 """
+
+# The page's only script: click (or Enter on) a column header of a table.sortable to sort its
+# rows by that column, numbers as numbers, again to reverse. The Content-Security-Policy allows
+# exactly this text by its SHA-256 hash; nothing else may run and nothing loads.
+SORT_SCRIPT = """(function () {
+  "use strict";
+  var collator = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
+  function key(cell) {
+    var text = cell ? cell.textContent.trim() : "";
+    var n = /^[-$]?[0-9]/.test(text) ? parseFloat(text.replace(/^\\$/, "")) : NaN;
+    return {text: text, num: isNaN(n) ? null : n};
+  }
+  function sortBy(th) {
+    var table = th.closest("table"), body = table.tBodies[0], col = th.cellIndex;
+    var asc = th.getAttribute("aria-sort") !== "ascending";
+    Array.prototype.forEach.call(th.parentNode.cells, function (c) { c.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+    var rows = Array.prototype.map.call(body.rows, function (row) {
+      var k = key(row.cells[col]);
+      k.row = row;
+      return k;
+    });
+    rows.sort(function (a, b) {
+      var d = (a.num !== null && b.num !== null) ? a.num - b.num : collator.compare(a.text, b.text);
+      return asc ? d : -d;
+    });
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (k) { frag.appendChild(k.row); });
+    body.appendChild(frag);
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+    if (!table.tHead || !table.tBodies.length) { return; }
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      th.tabIndex = 0;
+      th.title = "sort by this column";
+      th.addEventListener("click", function () { sortBy(th); });
+      th.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(th); }
+      });
+    });
+    table.setAttribute("data-sortable", "ready");
+  });
+}());"""
+
+# The GPU table in the page stops at this many rows (GPUs of hosts that are not ok first);
+# fleet.csv always has every GPU.
+HTML_GPU_ROWS = 2000
+
+
+def script_hash(script=SORT_SCRIPT):
+    """The CSP source that allows exactly ``script`` inline: 'sha256-<base64 of its SHA-256>'."""
+    return "'sha256-%s'" % base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+
+
+def _csp():
+    return "default-src 'none'; style-src 'unsafe-inline'; script-src %s" % script_hash()
 
 
 def _h(value):
@@ -818,11 +1289,16 @@ def _reasons_html(reasons):
     return '<ul class="r">' + "".join("<li>%s</li>" % _h(r) for r in reasons) + "</ul>"
 
 
-def _html_table(headers, rows, classes=None):
-    out = ["<table>", "<tr>" + "".join("<th>%s</th>" % _h(x) for x in headers) + "</tr>"]
+def _html_head(headers, sortable=True):
+    return '<table%s><thead><tr>%s</tr></thead><tbody>' % (
+        ' class="sortable"' if sortable else "", "".join("<th>%s</th>" % _h(x) for x in headers))
+
+
+def _html_table(headers, rows, sortable=True):
+    out = [_html_head(headers, sortable)]
     for row in rows:
         out.append("<tr>" + "".join(row) + "</tr>")
-    out.append("</table>")
+    out.append("</tbody></table>")
     return "\n".join(out)
 
 
@@ -831,14 +1307,41 @@ def _td(value, raw=False, cls=None):
     return '<td%s>%s</td>' % (' class="%s"' % cls if cls else "", body)
 
 
-def to_html(data):
-    """One self-contained HTML page (inline CSS, no scripts, no external resources)."""
+_HTML_HOSTS_PER_CHUNK = 200
+
+
+def _html_host_row(h):
+    return "<tr>" + "".join([
+        _td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True),
+        _td(h["provider"]), _td(_money(h["price_per_hour"]), cls="num"), _td(_models(h)),
+        _td(_fmt_mem(h["memory_total_mib"] or None), cls="num"), _td(h["peak_bf16_tflops"], cls="num"),
+        _td(_driver_text(h)), _td(h["source"]), _td(h["collected_at"]), _td(_reasons_html(h["reasons"]), raw=True),
+    ]) + "</tr>"
+
+
+def _html_gpu_row(h, g, tests, driver):
+    cells = _gpu_cells(h, g, tests, driver)
+    row = [_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True)]
+    for i, c in enumerate(cells):
+        if i >= len(_GPU_HEADERS):
+            cls = "fail" if c.endswith("FAIL") else ("pass" if c.endswith("pass") else None)
+            row.append(_td(c, cls=cls))
+        elif i == 1 and g["lost"]:
+            row.append(_td(c, cls="fail"))
+        else:
+            row.append(_td(c))
+    return "<tr>" + "".join(row) + "</tr>"
+
+
+def iter_html(data):
+    """``to_html`` in chunks."""
     s = _as_summary(data)
     t = s["totals"]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        # Nothing may load or run: host-provided text is escaped, and the page forbids scripts anyway.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        # Nothing may load, and only the sort script (allowed by its hash) may run: host-provided
+        # text is escaped, and an injected script would not match the hash.
+        '<meta http-equiv="Content-Security-Policy" content="%s">' % _csp(),
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>gpufleet report</title>", "<style>%s</style></head><body>" % _CSS,
         "<h1>gpufleet fleet report</h1>",
@@ -860,35 +1363,53 @@ def to_html(data):
     else:
         parts.append("<p>None: every host is ok.</p>")
 
+    drift = _drift_rows(s)
+    if drift:
+        parts.append("<h2>Version drift (%d)</h2>" % len(drift))
+        parts.append('<p class="muted">Hosts whose driver or CUDA version differs from the fleet\'s usual one'
+                     " (%s / %s); info, not a fault by itself.</p>" % (
+                         _h(t.get("usual_driver_version")), _h(t.get("usual_cuda_driver_version"))))
+        parts.append(_html_table(["host", "what", "version", "usual"], [[_td(c) for c in row] for row in drift]))
+
     parts.append("<h2>Hosts (%d)</h2>" % len(s["hosts"]))
-    parts.append(_html_table(
-        ["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS", "driver / CUDA", "source",
-         "collected", "reasons"],
-        [[_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True),
-          _td(h["provider"]), _td(_money(h["price_per_hour"]), cls="num"), _td(_models(h)),
-          _td(_fmt_mem(h["memory_total_mib"] or None), cls="num"), _td(h["peak_bf16_tflops"], cls="num"),
-          _td("%s / %s" % (_text(h["driver_version"]) or "?", _text(h["cuda_driver_version"]) or "?")),
-          _td(h["source"]), _td(h["collected_at"]), _td(_reasons_html(h["reasons"]), raw=True)]
-         for h in s["hosts"]]))
+    parts.append(_html_head(["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS",
+                             "driver / CUDA", "source", "collected", "reasons"]))
+    yield "\n".join(parts) + "\n"
+    parts = []
+    for n, h in enumerate(s["hosts"], 1):
+        parts.append(_html_host_row(h))
+        if n % _HTML_HOSTS_PER_CHUNK == 0:
+            yield "\n".join(parts) + "\n"
+            parts = []
+    parts.append("</tbody></table>")
 
     tests = _gate_tests(s)
-    gpu_rows = []
-    for h in s["hosts"]:
-        for g in h["gpus"]:
-            cells = _gpu_cells(h, g, tests)
-            row = [_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True)]
-            for i, c in enumerate(cells):
-                if i >= len(_GPU_HEADERS):
-                    cls = "fail" if c.endswith("FAIL") else ("pass" if c.endswith("pass") else None)
-                    row.append(_td(c, cls=cls))
-                elif i == 1 and g["lost"]:
-                    row.append(_td(c, cls="fail"))
-                else:
-                    row.append(_td(c))
-            gpu_rows.append(row)
-    if gpu_rows:
-        parts.append("<h2>GPUs (%d)</h2>" % len(gpu_rows))
-        parts.append(_html_table(["host", "status"] + _GPU_HEADERS + ["gate: %s" % x for x in tests], gpu_rows))
+    total = sum(len(h["gpus"]) for h in s["hosts"])
+    if total:
+        if total <= HTML_GPU_ROWS:
+            pick = [(h, g) for h in s["hosts"] for g in h["gpus"]]
+        else:  # GPUs of hosts that need attention first, then the rest, up to the cap
+            pick = [(h, g) for h in s["hosts"] if h["status"] != "ok" for g in h["gpus"]][:HTML_GPU_ROWS]
+            if len(pick) < HTML_GPU_ROWS:
+                pick += [(h, g) for h in s["hosts"] if h["status"] == "ok"
+                         for g in h["gpus"]][:HTML_GPU_ROWS - len(pick)]
+        if len(pick) < total:
+            parts.append("<h2>GPUs (%d of %d)</h2>" % (len(pick), total))
+            parts.append('<p class="muted">This page lists %d of the %d GPUs, those of hosts that are not ok'
+                         " first; fleet.csv, next to this page, has every GPU.</p>" % (len(pick), total))
+        else:
+            parts.append("<h2>GPUs (%d)</h2>" % total)
+        parts.append(_html_head(["host", "status"] + _GPU_HEADERS + ["gate: %s" % x for x in tests]))
+        drivers = {}
+        for n, (h, g) in enumerate(pick, 1):
+            key = id(h)
+            if key not in drivers:
+                drivers = {key: _driver_text(h)}
+            parts.append(_html_gpu_row(h, g, tests, drivers[key]))
+            if n % 1000 == 0:
+                yield "\n".join(parts) + "\n"
+                parts = []
+        parts.append("</tbody></table>")
 
     doctors = [(h, f) for h in s["hosts"] for f in _l(_d(h["doctor"]).get("findings"))]
     if doctors:
@@ -898,8 +1419,15 @@ def to_html(data):
              _td(f.get("message")), _td(f.get("remedy"))] for h, f in doctors]))
     if s["warnings"]:
         parts.append("<h2>Warnings</h2>" + _reasons_html(s["warnings"]))
+    parts.append("<script>%s</script>" % SORT_SCRIPT)
     parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    yield "\n".join(parts) + "\n"
+
+
+def to_html(data):
+    """One self-contained HTML page: inline CSS and one inline sort script allowed by its hash in the
+    page's Content-Security-Policy; no external resources."""
+    return "".join(iter_html(data))
 
 
 # --------------------------------------------------------------------------- Prometheus
@@ -910,6 +1438,9 @@ _METRICS = (
     ("gpufleet_host_gpus", "gauge", "GPUs reported by the host."),
     ("gpufleet_host_price_per_hour_dollars", "gauge", "Rental price of the host per hour."),
     ("gpufleet_host_health_findings", "gauge", "Host-level health findings (not tied to one GPU) by severity."),
+    ("gpufleet_host_version_drift", "gauge",
+     "1 if the host's driver (field=driver_version) or CUDA driver version (field=cuda_driver_version)"
+     " differs from the fleet's most common one."),
     ("gpufleet_gpu_info", "gauge", "GPU identity; always 1."),
     ("gpufleet_gpu_memory_total_bytes", "gauge", "Total GPU memory in bytes."),
     ("gpufleet_gpu_temperature_celsius", "gauge", "GPU temperature."),
@@ -927,11 +1458,16 @@ _METRICS = (
     ("gpufleet_report_timestamp_seconds", "gauge", "When the fleet report was generated (Unix time)."),
 )
 _SEVERITIES = ("critical", "warning", "info", "unknown")
+_ECC = (("corrected", "volatile"), ("corrected", "aggregate"), ("uncorrected", "volatile"),
+        ("uncorrected", "aggregate"))
 
 
 def prom_escape(value):
     """A label value escaped per the Prometheus text exposition format."""
-    return _text(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    text = value if type(value) is str else _text(value)
+    if "\\" in text or '"' in text or "\n" in text:
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return text
 
 
 def _prom_value(value):
@@ -942,6 +1478,21 @@ def _prom_value(value):
     return repr(float(value))
 
 
+def _pv(value):
+    """The sample text of ``value``, or None for no sample (null, NaN, text)."""
+    if value is None:
+        return None
+    t = type(value)
+    if t is int:
+        return str(value)
+    if t is float:
+        return repr(value) if -_INF < value < _INF else None
+    if t is bool:
+        return "1" if value else "0"
+    value = _num(value)
+    return None if value is None else _prom_value(value)
+
+
 def _timestamp(iso):
     try:
         return datetime.datetime.fromisoformat(str(iso)).timestamp()
@@ -949,11 +1500,18 @@ def _timestamp(iso):
         return None
 
 
-def to_prometheus(data):
-    """node_exporter textfile-collector text: HELP/TYPE per metric, then its samples; no duplicates."""
-    s = _as_summary(data)
+def _drifting(s):
+    return {(d["host"], d["field"]) for d in s["totals"].get("drift") or ()}
+
+
+def _prom_samples(s):
+    """Every sample as (metric, label text, value), in output order within a metric; duplicates
+    (same metric and labels) dropped. Used when the input has duplicate hosts, GPU indexes or
+    gate tests; ``_prom_fast`` gives the same lines otherwise."""
     samples = {name: [] for name, _, _ in _METRICS}
     seen = set()
+    t = s["totals"]
+    drifting = _drifting(s)
 
     def add(name, labels, value):
         value = _num(value) if not isinstance(value, bool) else value
@@ -979,6 +1537,11 @@ def to_prometheus(data):
             for sev in _SEVERITIES:
                 add("gpufleet_host_health_findings", host + (("severity", sev),),
                     sum(1 for f in host_findings if f.get("severity") == sev))
+        if h["gpus"]:
+            for field, _, usual in _DRIFT_FIELDS:
+                if t.get(usual) is not None:
+                    add("gpufleet_host_version_drift", host + (("field", field),),
+                        1 if (h["host"], field) in drifting else 0)
         for g in h["gpus"]:
             gl = host + (("index", g["index"]),)
             add("gpufleet_gpu_info", gl + (("uuid", g["uuid"]), ("name", g["name"]), ("driver", h["driver_version"])),
@@ -992,10 +1555,9 @@ def to_prometheus(data):
             add("gpufleet_gpu_pcie_link_width", gl + (("kind", "max"),), g["pcie_width_max"])
             add("gpufleet_gpu_pcie_link_generation", gl + (("kind", "current"),), g["pcie_gen_current"])
             add("gpufleet_gpu_pcie_link_generation", gl + (("kind", "max"),), g["pcie_gen_max"])
-            for kind in ("corrected", "uncorrected"):
-                for scope in ("volatile", "aggregate"):
-                    add("gpufleet_gpu_ecc_errors_total", gl + (("kind", kind), ("scope", scope)),
-                        g["ecc_%s_%s" % (scope, kind)])
+            for kind, scope in _ECC:
+                add("gpufleet_gpu_ecc_errors_total", gl + (("kind", kind), ("scope", scope)),
+                    g["ecc_%s_%s" % (scope, kind)])
             add("gpufleet_gpu_lost", gl, 1 if g["lost"] else 0)
             mine = [f for f in h["findings"] if f.get("gpu_index") == g["index"] and g["index"] is not None]
             for sev in _SEVERITIES:
@@ -1008,28 +1570,220 @@ def to_prometheus(data):
                 if gate["passed"] is not None:
                     add("gpufleet_gate_passed", tl, 1 if gate["passed"] else 0)
     for st in STATUSES:
-        add("gpufleet_fleet_hosts", (("status", st),), s["totals"]["hosts_by_status"].get(st, 0))
+        add("gpufleet_fleet_hosts", (("status", st),), t["hosts_by_status"].get(st, 0))
     ts = _timestamp(s["generated_at"])
     if ts is not None:
         add("gpufleet_report_timestamp_seconds", (), ts)
+    for name, _, _ in _METRICS:
+        yield name, samples[name]
 
-    out = []
-    for name, kind, help_text in _METRICS:
-        if not samples[name]:
+
+def _prom_prepare(hosts):
+    """[(host, host label text, [(gpu, gpu label text, driver label value, severities of its
+    findings)])], each label value escaped once; None when two hosts share a name, two GPUs of a
+    host an index label or two gate results of a GPU a test label (then samples could repeat)."""
+    prepared = []
+    names = set()
+    for h in hosts:
+        name = prom_escape(h["host"])
+        if name in names:
+            return None
+        names.add(name)
+        hl = 'host="%s"' % name
+        driver = prom_escape(h["driver_version"])
+        gpus = []
+        indexes = set()
+        for g in h["gpus"]:
+            index = g["index"]
+            label = prom_escape(index)
+            if label in indexes:
+                return None
+            indexes.add(label)
+            if len(g["gate"]) > 1 and len({prom_escape(e["test"]) for e in g["gate"]}) < len(g["gate"]):
+                return None
+            mine = [f.get("severity") for f in h["findings"]
+                    if index is not None and f.get("gpu_index") == index] if h["findings"] else ()
+            gpus.append((g, '%s,index="%s"' % (hl, label), driver, mine))
+        prepared.append((h, hl, gpus))
+    return prepared
+
+
+def _prom_fast(s, prepared):
+    """Like ``_prom_samples`` for input without duplicates (``_prom_prepare``), built metric by
+    metric: each label value is escaped once per host / GPU, not once per sample."""
+    t = s["totals"]
+    drifting = _drifting(s)
+    all_gpus = [x for _, _, gpus in prepared for x in gpus]
+
+    def host_up():
+        for h, hl, _ in prepared:
+            up = 1 if h["status"] != "unreachable" and h["reachable"] is not False else 0
+            yield "gpufleet_host_up{%s} %d" % (hl, up)
+
+    def host_status():
+        for h, hl, _ in prepared:
+            for st in STATUSES:
+                yield 'gpufleet_host_status{%s,status="%s"} %d' % (hl, st, 1 if h["status"] == st else 0)
+
+    def host_value(name, get):
+        def gen():
+            for h, hl, _ in prepared:
+                v = _pv(get(h))
+                if v is not None:
+                    yield "%s{%s} %s" % (name, hl, v)
+        return gen
+
+    def host_findings():
+        for h, hl, gpus in prepared:
+            found = [f.get("severity") for f in h["findings"] if f.get("gpu_index") is None]
+            if gpus or found:
+                for sev in _SEVERITIES:
+                    yield 'gpufleet_host_health_findings{%s,severity="%s"} %d' % (hl, sev, found.count(sev))
+
+    def version_drift():
+        fields = [field for field, _, usual in _DRIFT_FIELDS if t.get(usual) is not None]
+        for h, hl, gpus in prepared:
+            if gpus:
+                for field in fields:
+                    yield 'gpufleet_host_version_drift{%s,field="%s"} %d' % (
+                        hl, field, 1 if (h["host"], field) in drifting else 0)
+
+    def gpu_info():
+        for g, gl, driver, _ in all_gpus:
+            yield 'gpufleet_gpu_info{%s,uuid="%s",name="%s",driver="%s"} 1' % (
+                gl, prom_escape(g["uuid"]), prom_escape(g["name"]), driver)
+
+    def gpu_memory():
+        for g, gl, _, _ in all_gpus:
+            if g["memory_total_mib"] is not None:
+                v = _pv(int(g["memory_total_mib"] * 1024 * 1024))
+                if v is not None:
+                    yield "gpufleet_gpu_memory_total_bytes{%s} %s" % (gl, v)
+
+    def gpu_values(name, keys):
+        """Samples of ``name`` from the GPU row fields ``keys`` [(field, extra label text)]."""
+        def gen():
+            head = name + "{"
+            for g, gl, _, _ in all_gpus:
+                for key, extra in keys:
+                    v = g[key]
+                    if v is None:
+                        continue
+                    v = str(v) if type(v) is int else _pv(v)  # ints (most values) without a call
+                    if v is not None:
+                        yield "%s%s%s} %s" % (head, gl, extra, v)
+        return gen
+
+    def gpu_value(name, key):
+        return gpu_values(name, [(key, "")])
+
+    def gpu_pair(name, cur, top):
+        return gpu_values(name, [(cur, ',kind="current"'), (top, ',kind="max"')])
+
+    gpu_ecc = gpu_values("gpufleet_gpu_ecc_errors_total", [
+        ("ecc_%s_%s" % (scope, kind), ',kind="%s",scope="%s"' % (kind, scope)) for kind, scope in _ECC])
+
+    def gpu_lost():
+        for g, gl, _, _ in all_gpus:
+            yield "gpufleet_gpu_lost{%s} %d" % (gl, 1 if g["lost"] else 0)
+
+    def gpu_findings():
+        zero = ["".join('gpufleet_gpu_health_findings{%s,severity="%s"} 0\n' % ("%s", sev) for sev in _SEVERITIES)]
+        zero = zero[0][:-1]  # the four lines of a GPU without findings, "%s" for its labels
+        for _, gl, _, mine in all_gpus:
+            if not mine:
+                yield zero.replace("%s", gl)
+                continue
+            for sev in _SEVERITIES:
+                yield 'gpufleet_gpu_health_findings{%s,severity="%s"} %d' % (gl, sev, mine.count(sev))
+
+    def gate(name, passed):
+        def gen():
+            for g, gl, _, _ in all_gpus:
+                for e in g["gate"]:
+                    if passed:
+                        v = None if e["passed"] is None else ("1" if e["passed"] else "0")
+                    else:
+                        v = _pv(e["fraction_of_peak"])
+                    if v is not None:
+                        yield '%s{%s,test="%s"} %s' % (name, gl, prom_escape(e["test"]), v)
+        return gen
+
+    def fleet_hosts():
+        for st in STATUSES:
+            yield 'gpufleet_fleet_hosts{status="%s"} %s' % (st, _pv(t["hosts_by_status"].get(st, 0)))
+
+    def stamp():
+        ts = _timestamp(s["generated_at"])
+        if ts is not None:
+            yield "gpufleet_report_timestamp_seconds{} %s" % _prom_value(ts)
+
+    gens = {
+        "gpufleet_host_up": host_up,
+        "gpufleet_host_status": host_status,
+        "gpufleet_host_simulated": lambda: ("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0)
+                                            for h, hl, _ in prepared),
+        "gpufleet_host_gpus": host_value("gpufleet_host_gpus", lambda h: h["gpu_count"]),
+        "gpufleet_host_price_per_hour_dollars": host_value("gpufleet_host_price_per_hour_dollars",
+                                                           lambda h: h["price_per_hour"]),
+        "gpufleet_host_health_findings": host_findings,
+        "gpufleet_host_version_drift": version_drift,
+        "gpufleet_gpu_info": gpu_info,
+        "gpufleet_gpu_memory_total_bytes": gpu_memory,
+        "gpufleet_gpu_temperature_celsius": gpu_value("gpufleet_gpu_temperature_celsius", "temperature_c"),
+        "gpufleet_gpu_power_watts": gpu_value("gpufleet_gpu_power_watts", "power_draw_w"),
+        "gpufleet_gpu_power_limit_watts": gpu_value("gpufleet_gpu_power_limit_watts", "power_limit_w"),
+        "gpufleet_gpu_pcie_link_width": gpu_pair("gpufleet_gpu_pcie_link_width", "pcie_width_current",
+                                                 "pcie_width_max"),
+        "gpufleet_gpu_pcie_link_generation": gpu_pair("gpufleet_gpu_pcie_link_generation", "pcie_gen_current",
+                                                      "pcie_gen_max"),
+        "gpufleet_gpu_ecc_errors_total": gpu_ecc,
+        "gpufleet_gpu_lost": gpu_lost,
+        "gpufleet_gpu_health_findings": gpu_findings,
+        "gpufleet_gpu_peak_bf16_tflops": gpu_value("gpufleet_gpu_peak_bf16_tflops", "peak_bf16_tflops"),
+        "gpufleet_gate_fraction_of_peak": gate("gpufleet_gate_fraction_of_peak", False),
+        "gpufleet_gate_passed": gate("gpufleet_gate_passed", True),
+        "gpufleet_fleet_hosts": fleet_hosts,
+        "gpufleet_report_timestamp_seconds": stamp,
+    }
+    for name, _, _ in _METRICS:
+        yield name, gens[name]()
+
+
+_PROM_LINES_PER_CHUNK = 8192
+
+
+def iter_prometheus(data):
+    """``to_prometheus`` in chunks."""
+    s = _as_summary(data)
+    prepared = _prom_prepare(s["hosts"])
+    metrics = _prom_samples(s) if prepared is None else _prom_fast(s, prepared)
+    help_of = {name: (kind, text) for name, kind, text in _METRICS}
+    for name, lines in metrics:
+        lines = list(lines)  # one metric at a time: at most a few hundred thousand lines
+        if not lines:
             continue
-        out.append("# HELP %s %s" % (name, help_text))
-        out.append("# TYPE %s %s" % (name, kind))
-        out.extend(samples[name])
-    return "\n".join(out) + "\n"
+        kind, help_text = help_of[name]
+        yield "# HELP %s %s\n# TYPE %s %s\n" % (name, help_text, name, kind)
+        for start in range(0, len(lines), _PROM_LINES_PER_CHUNK):
+            yield "\n".join(lines[start:start + _PROM_LINES_PER_CHUNK]) + "\n"
+
+
+def to_prometheus(data):
+    """node_exporter textfile-collector text: HELP/TYPE per metric, then its samples; no duplicates."""
+    return "".join(iter_prometheus(data))
 
 
 # --------------------------------------------------------------------------- writing
-def _write_atomic(path, text):
+def _write_atomic(path, chunks):
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="", buffering=1 << 20) as fh:
+            if isinstance(chunks, str):
+                chunks = (chunks,)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # noqa: S103 - a report for people and node_exporter; holds no secrets
@@ -1043,21 +1797,108 @@ def _write_atomic(path, text):
 
 
 _RENDERERS = {"html": to_html, "json": to_json, "csv": to_csv, "markdown": to_markdown, "prometheus": to_prometheus}
+_CHUNKED = {"html": iter_html, "json": iter_json, "csv": iter_csv, "markdown": iter_markdown,
+            "prometheus": iter_prometheus}
+# The two workers' shares, about even in time on a large fleet (see docs/benchmarks.md).
+_GROUPS = (("prometheus", "csv"), ("json", "markdown", "html"))
+# Fleets with fewer GPU rows than this render in the calling process: a fork costs more than it saves.
+PARALLEL_MIN_ROWS = 5000
 
 
-def write_all(results, outdir, now=None):
+class ReportWriteError(RuntimeError):
+    """A rendering worker process failed (its error text is the message)."""
+
+
+def _write_group(summary, outdir, kinds):
+    for kind in kinds:
+        _write_atomic(os.path.join(outdir, OUTPUT_FILES[kind]), _CHUNKED[kind](summary))
+
+
+def _worker(summary, outdir, kinds, conn):
+    try:
+        _write_group(summary, outdir, kinds)
+    except BaseException as exc:  # report it to the parent, whatever it is
+        try:
+            conn.send((type(exc).__name__, getattr(exc, "errno", None), getattr(exc, "strerror", None) or str(exc),
+                       getattr(exc, "filename", None)))
+        finally:
+            conn.close()
+        os._exit(1)
+    conn.send(None)
+    conn.close()
+
+
+def _write_parallel(summary, outdir):
+    ctx = multiprocessing.get_context("fork")
+    procs = []  # the GC is off here (write_all): the children inherit that and never walk the summary
+    try:
+        for kinds in _GROUPS:
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(summary, outdir, kinds, send), daemon=True)
+            proc.start()
+            send.close()
+            procs.append((kinds, proc, recv))
+        errors = []
+        for kinds, proc, recv in procs:
+            try:
+                message = recv.recv()
+            except EOFError:
+                message = ("died", None, "no answer", None)
+            proc.join()
+            recv.close()
+            if message is not None or proc.exitcode != 0:
+                errors.append((kinds, message or ("exit", None, "exit code %s" % proc.exitcode, None)))
+    finally:
+        for _, proc, _ in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    if errors:
+        kinds, (name, errno, text, filename) = errors[0]
+        if errno is not None:
+            raise OSError(errno, text, filename) if filename else OSError(errno, text)
+        raise ReportWriteError("rendering %s failed: %s: %s" % (", ".join(OUTPUT_FILES[k] for k in kinds), name, text))
+
+
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _can_fork():
+    # A daemonic process (a multiprocessing.Pool worker, say) may not start children.
+    return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
+
+
+def _parallel_ok(summary, workers):
+    if workers is not None:
+        return workers >= 2 and _can_fork()
+    rows = len(summary["hosts"]) + sum(len(h["gpus"]) for h in summary["hosts"])
+    return rows >= PARALLEL_MIN_ROWS and _cpus() >= 2 and _can_fork()
+
+
+def write_all(results, outdir, now=None, include_results=False, workers=None):
     """Write fleet.html, fleet.json, fleet.csv, fleet.md and gpufleet.prom into ``outdir`` (created if needed).
 
-    Each file is written to a temporary file in ``outdir`` and moved into place with ``os.replace``,
-    so a reader (a browser, node_exporter) never sees a half-written file. Returns
+    ``results``: a summary (from ``summarize``) or raw results (summarized here; ``include_results``
+    then keeps them in fleet.json). Each file is written in chunks to a temporary file in ``outdir``
+    and moved into place with ``os.replace``, so a reader (a browser, node_exporter) never sees a
+    half-written file. ``workers``: None picks two forked worker processes for a large fleet on a
+    machine with two or more CPUs, one process otherwise; 1 forces one, 2 forces two. A worker's
+    failure is raised here (``OSError`` for an I/O error, else ``ReportWriteError``). Returns
     ``{"html": path, "json": path, "csv": path, "markdown": path, "prometheus": path}``.
     """
     outdir = os.fspath(outdir)
     os.makedirs(outdir, exist_ok=True)
-    summary = results if isinstance(results, dict) and "hosts" in results else summarize(results, now=now)
-    paths = {}
-    for kind, filename in OUTPUT_FILES.items():
-        path = os.path.join(outdir, filename)
-        _write_atomic(path, _RENDERERS[kind](summary))
-        paths[kind] = path
-    return paths
+    if isinstance(results, dict) and "hosts" in results:
+        summary = results
+    else:
+        summary = summarize(results, now=now, include_results=include_results)
+    with _gc_paused():
+        if _parallel_ok(summary, workers):
+            _write_parallel(summary, outdir)
+        else:
+            _write_group(summary, outdir, OUTPUT_FILES)
+    return {kind: os.path.join(outdir, filename) for kind, filename in OUTPUT_FILES.items()}

@@ -1,12 +1,16 @@
 """Fleet report: the sample fleet in tests/fixtures/report/ rendered in every format."""
 
+import base64
 import copy
 import csv
 import datetime
+import gc
+import hashlib
 import html
 import io
 import json
 import math
+import multiprocessing
 import os
 import re
 import subprocess
@@ -262,12 +266,23 @@ def test_csv_has_one_row_per_gpu_plus_hosts_without_gpus(summary):
     assert never["gpu_index"] == "" and never["host_status"] == "unreachable"
 
 
+def _without_sort_script(page):
+    """The page minus its one allowed inline script (the sortable-table script)."""
+    block = "<script>%s</script>" % report.SORT_SCRIPT
+    assert page.count(block) == 1
+    return page.replace(block, "")
+
+
 def test_html_is_one_self_contained_page(summary):
+    # Contract change: the page now carries exactly one inline script (table sorting), allowed
+    # by its hash in the CSP; nothing loads from outside and no other script may run.
     page = report.to_html(summary)
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     lowered = page.lower()
-    for forbidden in ("http://", "https://", "<script", "<link", "src=", "@import", "url("):
+    assert lowered.count("<script") == 1
+    for forbidden in ("http://", "https://", "<link", "src=", "@import", "url("):
         assert forbidden not in lowered, forbidden
+    assert "<script" not in _without_sort_script(page).lower()
     assert "<style>" in page
     assert "Hosts to return / fix (6)" in page
     assert 'class="st st-failed"' in page and 'class="st st-no-gpu"' in page
@@ -319,11 +334,24 @@ def test_prometheus_textfile_parses_and_carries_gpu_metrics(summary):
     assert ("gpufleet_gpu_temperature_celsius", frozenset({("host", "gpu-a100-02"), ("index", "3")})) not in series
 
 
-def test_json_round_trips_with_totals_and_raw_results(summary):
+def test_json_round_trips_with_totals_and_raw_results(summary, results):
+    # Contract change: the raw results are only embedded on request (include_results=True).
     data = json.loads(report.to_json(summary))
     assert data["totals"]["gpus"] == 16
     assert data["generated_at"] == "2025-06-03T09:30:00+00:00"
-    assert {r["host"] for r in data["results"]} == set(INVENTORY)
+    assert "results" not in data
+    full = json.loads(report.to_json(report.summarize(results, now=NOW, include_results=True)))
+    assert {r["host"] for r in full["results"]} == set(INVENTORY)
+    assert {k: v for k, v in full.items() if k != "results"} == data
+
+
+def test_json_keys_are_sorted_and_each_host_is_one_line(summary):
+    text = report.to_json(summary)
+    hosts = text.split('"hosts": [\n', 1)[1].split("\n  ]", 1)[0].split(",\n")
+    assert len(hosts) == 8
+    for line in hosts:
+        line = line.strip()
+        assert json.dumps(json.loads(line), sort_keys=True) == line
 
 
 # --------------------------------------------------------------------------- hostile and partial input
@@ -347,7 +375,7 @@ def _evil_results():
 def test_host_provided_text_is_escaped_in_every_format():
     s = report.summarize(_evil_results(), now=NOW)
     page = report.to_html(s)
-    assert "<script" not in page.lower()
+    assert "<script" not in _without_sort_script(page).lower()
     assert html.escape(EVIL) in page
     assert "<b>" not in page
     md = report.to_markdown(s)
@@ -461,3 +489,242 @@ def test_playbook_values_as_text_and_expected_gpu_count(results):
     assert entry["action"] == report.ACTION_RETURN
     down = {"host": "h", "reachable": "False", "failed": "False", "reason": "ssh: timed out"}
     assert report.summarize([down], now=NOW)["hosts"][0]["status"] == "unreachable"
+
+
+# --------------------------------------------------------------------------- version drift
+def test_version_drift_is_flagged_as_info(summary):
+    t = summary["totals"]
+    assert (t["usual_driver_version"], t["usual_cuda_driver_version"]) == ("550.90.07", "12.4")
+    assert [(d["host"], d["field"], d["version"], d["usual"]) for d in t["drift"]] == [
+        ("gpu-4090-03", "driver_version", "550.54.15", "550.90.07"),
+        ("gpu-a100-02", "cuda_driver_version", "12.2", "12.4"),
+        ("gpu-a100-02", "driver_version", "535.161.08", "550.90.07"),
+    ]
+    assert {d["severity"] for d in t["drift"]} == {"info"}
+    a100 = by_host(summary)["gpu-a100-02"]["reasons"]
+    assert "driver 535.161.08 differs from the fleet's usual 550.90.07" in a100
+    assert "CUDA 12.2 differs from the fleet's usual 12.4" in a100
+    bad = {b["host"]: b for b in summary["bad_hosts"]}
+    assert "driver 550.54.15 differs from the fleet's usual 550.90.07" in bad["gpu-4090-03"]["reasons"]
+    # hosts without GPUs (no driver, unreachable) have no version to drift
+    assert {d["host"] for d in t["drift"]} <= {h for h, e in by_host(summary).items() if e["gpus"]}
+
+
+def test_version_drift_alone_leaves_an_ok_host_ok(results):
+    h100 = next(r for r in results if r["host"] == "gpu-h100-01")
+    fleet = []
+    for i in range(3):
+        r = copy.deepcopy(h100)
+        r["host"] = "h%d" % i
+        fleet.append(r)
+    fleet[2]["gpu"]["driver_version"] = "535.161.08"
+    s = report.summarize(fleet, now=NOW)
+    odd = by_host(s)["h2"]
+    assert odd["status"] == "ok" and odd["action"] is None
+    assert odd["reasons"] == ["driver 535.161.08 differs from the fleet's usual 550.90.07"]
+    assert s["bad_hosts"] == []
+    assert [d["host"] for d in s["totals"]["drift"]] == ["h2"]
+    assert by_host(s)["h0"]["reasons"] == []
+    # a one-host fleet is its own usual: no drift
+    assert report.summarize(fleet[2:], now=NOW)["totals"]["drift"] == []
+
+
+def test_version_drift_shows_in_every_format(summary):
+    reason = "driver 535.161.08 differs from the fleet&#x27;s usual 550.90.07"
+    page = report.to_html(summary)
+    assert "Version drift (3)" in page and reason in page
+    md = report.to_markdown(summary)
+    assert "## Version drift" in md and "| gpu-a100-02 | driver | 535.161.08 | 550.90.07 |" in md
+    assert "usual driver / CUDA | 550.90.07 / 12.4" in md
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(summary))))
+    assert all("driver 535.161.08 differs" in r["host_reasons"] for r in rows if r["host"] == "gpu-a100-02")
+    series = parse_prometheus(report.to_prometheus(summary))
+    assert value(series, "gpufleet_host_version_drift", host="gpu-a100-02", field="driver_version") == 1
+    assert value(series, "gpufleet_host_version_drift", host="gpu-a100-02", field="cuda_driver_version") == 1
+    assert value(series, "gpufleet_host_version_drift", host="gpu-4090-03", field="cuda_driver_version") == 0
+    assert value(series, "gpufleet_host_version_drift", host="gpu-h100-01", field="driver_version") == 0
+    assert ("gpufleet_host_version_drift", frozenset({("host", "gpu-unreach-05"), ("field", "driver_version")})) \
+        not in series
+    assert len(json.loads(report.to_json(summary))["totals"]["drift"]) == 3
+    assert "3 version drift(s)" in report.one_line(summary)
+
+
+# --------------------------------------------------------------------------- HTML sorting and size
+def test_html_csp_allows_exactly_the_sort_script_by_hash(summary):
+    page = report.to_html(summary)
+    (csp,) = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    assert scripts == [report.SORT_SCRIPT]
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode("ascii")
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives == {"default-src": "'none'", "style-src": "'unsafe-inline'",
+                          "script-src": "'sha256-%s'" % digest}
+    assert report.script_hash() == "'sha256-%s'" % digest
+    # the hosts table is sortable: a header row in <thead>, the hosts in <tbody>
+    assert '<table class="sortable"><thead><tr><th>host</th><th>status</th>' in page
+
+
+def test_html_caps_the_gpu_table_and_points_to_the_csv(summary, monkeypatch):
+    monkeypatch.setattr(report, "HTML_GPU_ROWS", 5)
+    page = report.to_html(summary)
+    assert "<h2>GPUs (5 of 16)</h2>" in page
+    assert "fleet.csv" in page and "has every GPU" in page
+    gpu_table = page.split("<h2>GPUs (5 of 16)</h2>", 1)[1].split("</table>", 1)[0]
+    # GPUs of hosts that are not ok come first: the failed A100 host's 4, then the degraded 4090
+    hosts = re.findall(r"<tr><td>([^<]+)<", gpu_table)
+    assert hosts == ["gpu-4090-03", "gpu-a100-02", "gpu-a100-02", "gpu-a100-02", "gpu-a100-02"]
+    monkeypatch.setattr(report, "HTML_GPU_ROWS", 2000)
+    assert "<h2>GPUs (16)</h2>" in report.to_html(summary)
+
+
+# --------------------------------------------------------------------------- large-fleet paths
+def test_summarize_folder_matches_summarize_of_load_results(summary, results):
+    for workers in (1, 2):
+        assert report.summarize_folder(FIXTURES, INVENTORY, now=NOW, workers=workers) == summary
+        assert report.summarize(results, now=NOW, workers=workers) == summary
+    full = report.summarize_folder(FIXTURES, INVENTORY, now=NOW, include_results=True)
+    assert full["results"] == report.load_results(FIXTURES, INVENTORY)
+
+
+def test_summarize_restores_the_gc_state(results):
+    assert gc.isenabled()
+    report.summarize(results, now=NOW)
+    report.summarize_folder(FIXTURES, INVENTORY, now=NOW, workers=2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        report.summarize(results, now=NOW)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_summary_does_not_hold_the_raw_results(results):
+    s = report.summarize(copy.deepcopy(results), now=NOW)
+    assert "results" not in s
+    raw_ids = set()
+
+    def walk(value):
+        raw_ids.add(id(value))
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+    fresh = copy.deepcopy(results)
+    s = report.summarize(fresh, now=NOW)
+    for r in fresh:
+        for key in ("gpu", "gate"):
+            if r.get(key) is not None:
+                walk(r[key])
+    for h in s["hosts"]:
+        assert id(h["gpus"]) not in raw_ids
+        for g in h["gpus"]:
+            assert id(g) not in raw_ids
+
+
+@pytest.mark.parametrize("data", ["fixtures", "hostile"])
+def test_prometheus_fast_path_matches_the_generic_one(results, data):
+    s = report.summarize(results if data == "fixtures" else _evil_results(), now=NOW)
+    prepared = report._prom_prepare(s["hosts"])
+    assert prepared is not None
+    fast = {name: "\n".join(lines) for name, lines in report._prom_fast(s, prepared)}
+    generic = {name: "\n".join(lines) for name, lines in report._prom_samples(s)}
+    assert fast == generic
+
+
+def test_prometheus_drops_duplicate_series(results):
+    h100 = next(r for r in results if r["host"] == "gpu-h100-01")
+    s = report.summarize([h100, copy.deepcopy(h100)], now=NOW)
+    assert report._prom_prepare(s["hosts"]) is None  # two hosts of one name: the generic path
+    series = parse_prometheus(report.to_prometheus(s))  # asserts there are no duplicate series
+    assert value(series, "gpufleet_host_up", host="gpu-h100-01") == 1
+
+
+def test_write_all_in_two_workers_writes_the_same_files(results, tmp_path):
+    one = report.write_all(results, tmp_path / "one", now=NOW, workers=1)
+    two = report.write_all(results, tmp_path / "two", now=NOW, workers=2)
+    for kind in report.OUTPUT_FILES:
+        assert Path(one[kind]).read_bytes() == Path(two[kind]).read_bytes(), kind
+    assert sorted(os.listdir(tmp_path / "two")) == sorted(report.OUTPUT_FILES.values())
+
+
+def test_write_all_raises_when_a_worker_fails(results, tmp_path, monkeypatch):
+    def broken(data):
+        raise ValueError("renderer broke")
+        yield ""  # pragma: no cover - makes it a generator
+
+    monkeypatch.setitem(report._CHUNKED, "markdown", broken)
+    with pytest.raises(report.ReportWriteError, match="fleet.md.*renderer broke"):
+        report.write_all(results, tmp_path, now=NOW, workers=2)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert gc.isenabled()
+
+
+def test_write_all_raises_a_worker_os_error_as_os_error(results, tmp_path, monkeypatch):
+    def full(data):
+        raise OSError(28, "No space left on device", "fleet.json")
+        yield ""  # pragma: no cover - makes it a generator
+
+    monkeypatch.setitem(report._CHUNKED, "json", full)
+    with pytest.raises(OSError) as info:
+        report.write_all(results, tmp_path, now=NOW, workers=2)
+    assert (info.value.errno, info.value.strerror, info.value.filename) == (28, "No space left on device",
+                                                                             "fleet.json")
+
+
+def _report_in_pool_worker(outdir):
+    results = report.load_results(FIXTURES, inventory_hosts=INVENTORY)
+    summary = report.summarize(results, now=NOW, workers=2)
+    return sorted(report.write_all(summary, outdir, workers=2)), summary["totals"]["hosts"]
+
+
+def test_a_daemonic_worker_renders_in_one_process(tmp_path):
+    # multiprocessing.Pool workers are daemonic and may not start children: no fork there.
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        kinds, hosts = pool.apply(_report_in_pool_worker, (str(tmp_path),))
+    assert kinds == sorted(report.OUTPUT_FILES) and hosts == 8
+    assert sorted(os.listdir(tmp_path)) == sorted(report.OUTPUT_FILES.values())
+
+
+def test_write_all_can_embed_the_raw_results(results, tmp_path):
+    paths = report.write_all(results, tmp_path, now=NOW, include_results=True)
+    data = json.loads(Path(paths["json"]).read_text())
+    assert {r["host"] for r in data["results"]} == set(INVENTORY)
+
+
+# --------------------------------------------------------------------------- CLI inventory options
+def test_cli_hosts_file_names_the_inventory(tmp_path):
+    hosts_file = tmp_path / "hosts.txt"
+    hosts_file.write_text("# inventory\n" + "\n".join(INVENTORY) + "\n\n")
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path / "out"), "--hosts-file", str(hosts_file))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[5].startswith("8 host(s): 2 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu")
+    fleet = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert {h["host"] for h in fleet["hosts"]} == set(INVENTORY)
+    assert "results" not in fleet
+
+
+def test_cli_hosts_file_takes_an_inventory_too_large_for_one_argument(tmp_path):
+    names = INVENTORY + ["gpu-rented-host-%05d" % i for i in range(10000)]
+    assert len(",".join(names).encode()) > 128 * 1024  # over Linux's MAX_ARG_STRLEN: --hosts would fail
+    hosts_file = tmp_path / "hosts.txt"
+    hosts_file.write_text("\n".join(names) + "\n")
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path / "out"), "--hosts-file", str(hosts_file),
+                "--hosts", "gpu-extra-1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[5].startswith("10009 host(s): 2 ok, 1 degraded, 2 failed, 10003 unreachable")
+    assert "gpu-rented-host-09999" in (tmp_path / "out" / "fleet.csv").read_text()
+
+
+def test_cli_missing_hosts_file_exits_2(tmp_path):
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path / "out"), "--hosts-file", str(tmp_path / "nope.txt"))
+    assert proc.returncode == 2
+    assert "cannot read --hosts-file" in proc.stderr
+
+
+def test_cli_include_results(tmp_path):
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path), "--hosts", ",".join(INVENTORY), "--include-results")
+    assert proc.returncode == 0, proc.stderr
+    assert {r["host"] for r in json.loads((tmp_path / "fleet.json").read_text())["results"]} == set(INVENTORY)

@@ -74,6 +74,19 @@ def test_partial_hostile_and_empty_input_still_give_a_valid_fleet_json(validator
     assert _errors(validator, json.loads(report.to_json(report.summarize(data, now=NOW)))) == []
 
 
+def test_fleet_json_with_embedded_results_validates(validator, tmp_path):
+    paths = report.write_all(report.load_results(FIXTURES, inventory_hosts=INVENTORY), tmp_path, now=NOW,
+                             include_results=True)
+    data = json.loads(Path(paths["json"]).read_text(encoding="utf-8"))
+    assert len(data["results"]) == len(INVENTORY)
+    assert _errors(validator, data) == []
+
+
+def test_fleet_json_drift_entries_validate(validator, fleet):
+    assert len(fleet["totals"]["drift"]) == 3
+    assert fleet["totals"]["usual_driver_version"] == "550.90.07"
+
+
 def _set_status(d):
     d["hosts"][0]["status"] = "bogus"
 
@@ -111,6 +124,14 @@ def _wrong_schema(d):
     d["schema"] = 2
 
 
+def _drift_not_info(d):
+    d["totals"]["drift"][0]["severity"] = "critical"
+
+
+def _drop_drift(d):
+    del d["totals"]["drift"]
+
+
 MUTATIONS = {
     "status bogus": (_set_status, "'bogus' is not one of"),
     "ok host in bad_hosts": (_bad_host_ok, "should not be valid"),
@@ -121,6 +142,8 @@ MUTATIONS = {
     "hosts_by_status incomplete": (_drop_status_count, "'no-gpu' is a required property"),
     "count as text": (_text_count, "is not of type 'integer'"),
     "schema version": (_wrong_schema, "1 was expected"),
+    "drift severity not info": (_drift_not_info, "'info' was expected"),
+    "totals.drift missing": (_drop_drift, "'drift' is a required property"),
 }
 
 
@@ -256,3 +279,49 @@ def test_chromium_renders_the_page_with_every_host(outdir, tmp_path):
         assert by_host.get(host) == status, (host, by_host.get(host))
     for status in report.STATUSES:
         assert re.search(r'class="st st-%s">%s<' % (re.escape(status), re.escape(status)), dom), status
+    # The sort script ran (its CSP hash matched): it marks each sortable table and its headers.
+    assert dom.count('data-sortable="ready"') == dom.count('class="sortable"') >= 3
+    assert 'title="sort by this column"' in dom
+
+
+def test_chromium_blocks_a_script_whose_hash_does_not_match(outdir, tmp_path):
+    page = (outdir / report.OUTPUT_FILES["html"]).read_text(encoding="utf-8")
+    assert '"ready"' in report.SORT_SCRIPT
+    tampered = tmp_path / "tampered.html"
+    # One character of the script changed, the CSP left as it is: the browser must refuse to run it.
+    tampered.write_text(page.replace('"ready"', '"readY"'), encoding="utf-8")
+    dom = _run_chromium(tmp_path, "--dump-dom", tampered.as_uri()).stdout
+    assert "gpufleet fleet report" in dom
+    assert "data-sortable=\"" not in dom and "tabindex=" not in dom
+
+
+_SORT_DRIVER = """
+(function () {
+  var table = Array.prototype.filter.call(document.querySelectorAll("table.sortable"), function (t) {
+    return t.tHead.rows[0].cells.length === 11;
+  })[0];
+  var th = table.tHead.rows[0].cells[3];
+  function column() {
+    return Array.prototype.map.call(table.tBodies[0].rows, function (r) { return r.cells[3].textContent; }).join("|");
+  }
+  th.click();
+  document.body.setAttribute("data-asc", column() + "|" + th.getAttribute("aria-sort"));
+  th.click();
+  document.body.setAttribute("data-desc", column() + "|" + th.getAttribute("aria-sort"));
+}());"""
+
+
+def test_chromium_sorts_the_hosts_table_by_a_clicked_column(outdir, tmp_path):
+    page = (outdir / report.OUTPUT_FILES["html"]).read_text(encoding="utf-8")
+    # The page's script plus a driver that clicks the "$/h" header twice; the CSP hash is redone
+    # for that longer script, the way to_html computes it.
+    script = report.SORT_SCRIPT + _SORT_DRIVER
+    page = page.replace(report.SORT_SCRIPT, script).replace(report.script_hash(), report.script_hash(script))
+    test_page = tmp_path / "sort.html"
+    test_page.write_text(page, encoding="utf-8")
+    dom = _run_chromium(tmp_path, "--dump-dom", test_page.as_uri()).stdout
+    asc = re.search(r'data-asc="([^"]*)"', dom).group(1).split("|")
+    desc = re.search(r'data-desc="([^"]*)"', dom).group(1).split("|")
+    prices = ["$0.39", "$0.42", "$1.10", "$1.72", "$7.16", "$23.92"]
+    assert asc == ["", ""] + prices + ["ascending"]
+    assert desc == prices[::-1] + ["", "", "descending"]
