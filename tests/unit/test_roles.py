@@ -49,10 +49,14 @@ def test_readme_tables_are_generated_from_the_specs():
     assert result.returncode == 0, result.stderr
 
 
-def test_wheelhouse_pin_matches_the_controller_pin():
-    role_pin = load(ROOT / "roles" / "supervisord" / "defaults" / "main.yml")["supervisord_version"]
+@pytest.mark.parametrize("role, variable, package", [
+    ("supervisord", "supervisord_version", "supervisor"),
+    ("torch", "torch_nvidia_ml_py_version", "nvidia-ml-py"),
+])
+def test_host_pins_match_the_controller_pins(role, variable, package):
+    role_pin = load(ROOT / "roles" / role / "defaults" / "main.yml")[variable]
     reqs = (ROOT / "requirements.txt").read_text().split()
-    assert "supervisor==%s" % role_pin in reqs
+    assert "%s==%s" % (package, role_pin) in reqs
 
 
 def test_controller_requirements_are_exact_pins():

@@ -1,0 +1,164 @@
+#!/usr/bin/python
+"""Ansible module cuda_ld_library_path: remove given directories from LD_LIBRARY_PATH assignments in one file."""
+
+DOCUMENTATION = r"""
+---
+module: cuda_ld_library_path
+short_description: Remove directories from the LD_LIBRARY_PATH assignments of one shell or pam_env file
+description:
+  - Rewrites every line of I(path) that assigns C(LD_LIBRARY_PATH) (C(LD_LIBRARY_PATH=...),
+    C(export LD_LIBRARY_PATH=...), C(declare -x LD_LIBRARY_PATH=...)) without the directories in I(remove).
+    Other entries, the inherited C($LD_LIBRARY_PATH) and C(${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}) are kept.
+  - A line left assigning nothing but the inherited value is disabled - commented out in pam_env files
+    (C(/etc/environment)), replaced by the no-op C(:) and a comment in shell files so that an C(if) body
+    stays valid. Shell files are checked with C(sh -n) before they replace the old one.
+  - Part of the C(cuda_links) role, which saves the file before calling this module.
+version_added: "0.1.0"
+author:
+  - gpufleet contributors
+options:
+  path:
+    description: File to edit.
+    type: path
+    required: true
+  remove:
+    description: Directories to take out of LD_LIBRARY_PATH (compared without a trailing slash).
+    type: list
+    elements: str
+    required: true
+  syntax:
+    description: C(pam_env) for /etc/environment, C(shell) for profile scripts; C(auto) decides from I(path).
+    type: str
+    choices: [auto, shell, pam_env]
+    default: auto
+notes:
+  - Supports check mode and diff mode. A missing file is not an error (nothing to remove).
+"""
+
+EXAMPLES = r"""
+- name: Take CUDA 11.8 out of the global LD_LIBRARY_PATH
+  cuda_ld_library_path:
+    path: /etc/profile.d/cuda.sh
+    remove: [/usr/local/cuda-11.8/lib64]
+"""
+
+RETURN = r"""
+removed:
+  description: The entries removed, with the line they were on.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{line: 2, path: /usr/local/cuda-11.8/lib64}]
+disabled_lines:
+  description: Line numbers disabled because they assigned nothing but the inherited value any more.
+  returned: always
+  type: list
+  elements: int
+"""
+
+# Ansible module anatomy: the documentation strings come first (library/*.py have E402 ignored in pyproject.toml).
+import os  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+ASSIGN_RE = re.compile(r"^(\s*)((?:export\s+|declare\s+-x\s+)?LD_LIBRARY_PATH=)(.*?)(\s*(?:[;#].*)?)$")
+APPEND_RE = re.compile(r"\$\{LD_LIBRARY_PATH:\+:?\$\{?LD_LIBRARY_PATH\}?\}")
+INHERITED_RE = re.compile(r"^\$\{?LD_LIBRARY_PATH(?::[+-][^}]*)?\}?$")
+MARK = "disabled by gpufleet cuda_links: system CUDA on a global LD_LIBRARY_PATH shadows pip's CUDA libraries"
+
+
+def _split(value):
+    """'A:B${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}' -> [('dir', 'A'), ('dir', 'B'), ('append', '${...}')]."""
+    tokens, pos = [], 0
+    for m in APPEND_RE.finditer(value):
+        tokens.extend(("dir", t) for t in value[pos:m.start()].split(":") if t)
+        tokens.append(("append", m.group(0)))
+        pos = m.end()
+    tokens.extend(("dir", t) for t in value[pos:].split(":") if t)
+    return tokens
+
+
+def _join(tokens):
+    out = ""
+    for kind, text in tokens:
+        if kind == "append":
+            out += text
+        else:
+            out += (":" if out else "") + text
+    return out
+
+
+def rewrite_line(line, remove, syntax):
+    """(new line, removed dirs, disabled) for one line; the line unchanged when it assigns no removed dir."""
+    m = ASSIGN_RE.match(line)
+    if not m or line.lstrip().startswith("#"):
+        return line, [], False
+    indent, lhs, raw, tail = m.groups()
+    quote = raw[0] if raw[:1] in ("'", '"') and raw[-1:] == raw[:1] and len(raw) >= 2 else ""
+    value = raw[1:-1] if quote else raw
+    wanted = {r.rstrip("/") or "/" for r in remove}
+    tokens = _split(value)
+    kept = [t for t in tokens if t[0] == "append" or (t[1].rstrip("/") or "/") not in wanted]
+    removed = [t[1] for t in tokens if t not in kept]
+    if not removed:
+        return line, [], False
+    if all(k == "append" or INHERITED_RE.match(t) for k, t in kept):
+        if syntax == "pam_env":
+            return "# %s  # %s" % (line.strip(), MARK), removed, True
+        return "%s: # %s; was: %s" % (indent, MARK, line.strip()), removed, True
+    kept_value = _join(kept)
+    return "%s%s%s%s%s%s" % (indent, lhs, quote, kept_value, quote, tail), removed, False
+
+
+def rewrite(text, remove, syntax):
+    lines = text.split("\n")
+    removed, disabled = [], []
+    for i, line in enumerate(lines):
+        new, gone, off = rewrite_line(line, remove, syntax)
+        lines[i] = new
+        removed.extend({"line": i + 1, "path": p} for p in gone)
+        if off:
+            disabled.append(i + 1)
+    return "\n".join(lines), removed, disabled
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            remove=dict(type="list", elements="str", required=True),
+            syntax=dict(type="str", choices=["auto", "shell", "pam_env"], default="auto"),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    syntax = module.params["syntax"]
+    if syntax == "auto":
+        syntax = "pam_env" if path == "/etc/environment" else "shell"
+    if not os.path.isfile(path):
+        module.exit_json(changed=False, removed=[], disabled_lines=[], msg="%s does not exist" % path)
+    with open(path, "rb") as fh:
+        before = fh.read().decode("utf-8", "surrogateescape")
+    after, removed, disabled = rewrite(before, module.params["remove"], syntax)
+    changed = after != before
+    result = dict(changed=changed, removed=removed, disabled_lines=disabled)
+    if module._diff:
+        result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+    if changed and not module.check_mode:
+        fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(after.encode("utf-8", "surrogateescape"))
+        if syntax == "shell":
+            rc, _out, err = module.run_command(["sh", "-n", tmp])
+            if rc != 0:
+                os.unlink(tmp)
+                module.fail_json(msg="%s would not parse after the edit (sh -n: %s); left unchanged"
+                                 % (path, err.strip()), **result)
+        module.atomic_move(tmp, path)  # keeps the old file's mode, owner and SELinux context
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
