@@ -587,13 +587,17 @@ _DRIFT_FIELDS = (
 
 
 def _usual(values):
-    """The most common value (ties: the one that sorts first as text); None for no values."""
+    """The most common value and the number of distinct values. When several values tie for most
+    common there is no usual value (None): naming one of them would flag the others for nothing."""
     counts = {}
     for v in values:
         counts[v] = counts.get(v, 0) + 1
     if not counts:
-        return None
-    return min(counts, key=lambda v: (-counts[v], _text(v)))
+        return None, 0
+    ranked = sorted(counts.values(), reverse=True)
+    if len(ranked) > 1 and ranked[0] == ranked[1]:
+        return None, len(counts)
+    return max(counts, key=lambda v: counts[v]), len(counts)
 
 
 def _drift(hosts):
@@ -609,14 +613,19 @@ def _drift(hosts):
             v = h[key]
             if v is not None and not isinstance(v, (dict, list)):
                 values.append(v)
-        usual[total_key] = common = _usual(values)
-        if common is None:
+        common, distinct = _usual(values)
+        usual[total_key] = common
+        if distinct < 2:
             continue
         for h in with_gpus:
             v = h[key]
             if v is None or isinstance(v, (dict, list)) or v == common:
                 continue
-            reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
+            if common is None:
+                reason = "%s %s: the fleet has %d %s versions and none is the most common" % (
+                    word, _text(v), distinct, word)
+            else:
+                reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
             h["reasons"].append(reason)
             drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
                           "reason": reason})

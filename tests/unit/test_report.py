@@ -529,6 +529,22 @@ def test_version_drift_alone_leaves_an_ok_host_ok(results):
     assert report.summarize(fleet[2:], now=NOW)["totals"]["drift"] == []
 
 
+def test_version_drift_with_no_most_common_version_names_no_usual_one(results):
+    h100 = next(r for r in results if r["host"] == "gpu-h100-01")
+    fleet = []
+    for i, driver in enumerate(["550.90.07", "535.161.08"]):
+        r = copy.deepcopy(h100)
+        r["host"] = "h%d" % i
+        r["gpu"]["driver_version"] = driver
+        fleet.append(r)
+    s = report.summarize(fleet, now=NOW)
+    assert s["totals"]["usual_driver_version"] is None
+    assert [(d["host"], d["usual"]) for d in s["totals"]["drift"]] == [("h0", None), ("h1", None)]
+    assert by_host(s)["h1"]["reasons"] == [
+        "driver 535.161.08: the fleet has 2 driver versions and none is the most common"]
+    assert all(by_host(s)[h]["status"] == "ok" for h in ("h0", "h1"))
+
+
 def test_version_drift_shows_in_every_format(summary):
     reason = "driver 535.161.08 differs from the fleet&#x27;s usual 550.90.07"
     page = report.to_html(summary)
