@@ -1,0 +1,252 @@
+"""The doctor: why is ``torch.cuda.is_available()`` False (or True but unusable)?
+
+Pure part only: evidence in (a plain dict), findings out. Gathering the evidence on a host is
+the module's job; every probe it runs must be cheap and free of side effects. The rules are data
+in ``doctor_rules.RULES``.
+
+Evidence schema (every key optional; a missing key or None means "not gathered", which is
+never read as "absent"):
+
+``device_nodes``         list of paths under /dev starting with ``nvidia`` (``/dev/nvidia0``,
+                         ``/dev/nvidiactl``, ``/dev/nvidia-uvm`` ...); [] = none there.
+``proc_modules``         text of /proc/modules.
+``proc_driver_version``  text of /proc/driver/nvidia/version; "" = file absent.
+``nvml``                 ``{"ok": bool, "error_code": str|None, "error_text": str|None,
+                         "gpu_count": int|None, "driver_version": str|None}`` (nvml.error_code_for).
+``cuinit``               ``{"result": int|None, "libcuda_path": str|None, "stub": bool|None,
+                         "forward_compat": bool|None, "error": str|None}``: cuInit(0) through
+                         libcuda.so.1 (ctypes); result None = libcuda.so.1 could not be loaded.
+``torch``                ``{"importable": bool, "import_error": str|None, "version": "2.5.1+cu121",
+                         "cuda": "12.1"|None, "is_available": bool, "device_count": int,
+                         "arch_list": ["sm_80", ...], "warning": str|None, "error": str|None}``
+                         from a probe run in the target interpreter.
+``gpus``                 list of ``{"index", "name", "compute_capability": "8.6",
+                         "persistence_mode": bool|None, "remapped_rows_failure": bool|None}``.
+``env``                  ``{"CUDA_VISIBLE_DEVICES": str, "LD_LIBRARY_PATH": str}``: a key is
+                         present only when the variable is set.
+``cudatk``               ``cudatk.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH
+                         and ld.so.conf entries, problems).
+``nvswitch_present``     bool|None.
+``fabric_manager``       "running" | "stopped" | "failed" | "not_installed" | None.
+``kernel_log``           ``hostctx.parse_kernel_log()`` result (Xid events, NVRM messages).
+``expected_gpu_count``   int|None (what was rented).
+``in_container``         bool|None (hostctx's container detection).
+
+``diagnose(evidence)`` returns ``{"status": "healthy"|"broken"|"degraded"|"unknown",
+"cuda_usable": bool|None, "findings": [...], "unknown": [...]}``; a finding is ``{code,
+severity, remedy_class, evidence, meaning, remedy}``; an unknown entry is ``{"what", "evidence"}``
+with the raw values no rule could classify. Nothing is guessed: evidence that fits no rule stays
+in ``unknown``.
+"""
+
+import re
+
+from .doctor_rules import CU_RESULTS, REMEDY_CLASSES, RULES, TEXT_CODES_NEEDING_CONTEXT, TORCH_ERROR_PATTERNS
+from .doctor_rules import cuda_from_int as cuda_from_int  # re-exported for callers
+from .doctor_rules import found_version as found_version  # re-exported for callers
+
+SCHEMA = 1
+
+_NVRM_RE = re.compile(r"NVRM version:\s+NVIDIA UNIX (?P<open>Open )?(?:x86_64 |aarch64 |ppc64le )?Kernel Module"
+                      r"(?: for (?P<arch>\S+))?\s+(?P<version>\d+(?:\.\d+)+)")
+_ARCH_RE = re.compile(r"NVIDIA UNIX (\S+) Kernel Module")
+_GPU_NODE_RE = re.compile(r"^/dev/nvidia\d+$")
+
+
+def parse_proc_driver_version(text):
+    """/proc/driver/nvidia/version text -> {"version", "flavor": "open"|"proprietary", "arch"} or None."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    m = _NVRM_RE.search(text or "")
+    if not m:
+        return None
+    arch = m.group("arch")
+    if not arch:
+        a = _ARCH_RE.search(m.group(0))
+        arch = a.group(1) if a else None
+    return {"version": m.group("version"), "flavor": "open" if m.group("open") else "proprietary", "arch": arch}
+
+
+def parse_proc_modules(text):
+    """Names of loaded modules from /proc/modules text."""
+    return {line.split()[0] for line in (text or "").splitlines() if line.strip()}
+
+
+def classify_torch_error(text):
+    """Text code for a torch / CUDA error or warning text, or None when nothing is recognised."""
+    return explain_torch_error(text)[0]
+
+
+def explain_torch_error(text):
+    """(code, the line that matched) or (None, None)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not text:
+        return None, None
+    for code, pattern, _source in TORCH_ERROR_PATTERNS:
+        if pattern.search(text):
+            return code, _matched_line(text, pattern)
+    return None, None
+
+
+def _cc(text):
+    m = re.match(r"^\s*(\d+)\.(\d+)\s*$", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _torch_texts(torch):
+    out = {}
+    for key in ("import_error", "warning", "error"):
+        text = (torch or {}).get(key)
+        if not text:
+            continue
+        for code, pattern, _source in TORCH_ERROR_PATTERNS:
+            if code not in out and pattern.search(text):
+                out[code] = _matched_line(text, pattern)
+    return out
+
+
+def _matched_line(text, pattern):
+    m = pattern.search(text)
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    return text[start:end if end >= 0 else len(text)].strip()[:500]
+
+
+def view(evidence):
+    """The evidence with its raw texts parsed, as the rules read it."""
+    ev = dict(evidence or {})
+    v = dict(ev)
+    nodes = ev.get("device_nodes")
+    v["device_nodes"] = set(nodes) if nodes is not None else None
+    v["gpu_nodes"] = sorted(n for n in (nodes or ()) if _GPU_NODE_RE.match(n))
+    v["proc_modules_known"] = ev.get("proc_modules") is not None
+    v["modules"] = parse_proc_modules(ev.get("proc_modules"))
+    v["proc_driver_known"] = ev.get("proc_driver_version") is not None
+    v["proc_driver_text"] = ev.get("proc_driver_version") or ""
+    parsed = parse_proc_driver_version(ev.get("proc_driver_version"))
+    v["driver"] = parsed
+    v["driver_version"] = (parsed or {}).get("version") or (ev.get("nvml") or {}).get("driver_version")
+    v["cuinit_result"] = (ev.get("cuinit") or {}).get("result")
+    torch = ev.get("torch") or None
+    v["torch"] = torch
+    label = None
+    if torch and torch.get("version") and "+" in str(torch["version"]):
+        label = str(torch["version"]).split("+", 1)[1].lower()
+    v["torch_label"] = label
+    v["torch_text_codes"] = _torch_texts(torch)
+    gpus = []
+    for g in ev.get("gpus") or ():
+        g = dict(g)
+        g["cc"] = _cc(g.get("compute_capability"))
+        gpus.append(g)
+    v["gpus"] = gpus
+    log = ev.get("kernel_log") or {}
+    v["xid_counts"] = {int(k): n for k, n in (log.get("counts") or {}).items()}
+    v["xid_events"] = log.get("events") or []
+    v["nvrm_messages"] = log.get("nvrm_messages") or []
+    nvml = ev.get("nvml") or {}
+    if nvml.get("gpu_count") is not None:
+        v["gpu_count"], v["gpu_count_source"] = nvml["gpu_count"], "nvml"
+    elif ev.get("gpus") is not None:
+        v["gpu_count"], v["gpu_count_source"] = len(gpus), "gpus"
+    elif nodes is not None and v["driver_version"]:
+        v["gpu_count"], v["gpu_count_source"] = len(v["gpu_nodes"]), "device_nodes"
+    else:
+        v["gpu_count"], v["gpu_count_source"] = None, None
+    return v
+
+
+def _finding(rule, matched):
+    severity = rule["severity_of"](matched) if rule["severity_of"] else rule["severity"]
+    return {"code": rule["code"], "severity": severity, "remedy_class": rule["remedy_class"],
+            "evidence": matched, "meaning": rule["meaning"], "remedy": rule["remedy"]}
+
+
+def _unknowns(v, findings, blocking):
+    out = []
+    codes = {f["code"] for f in findings}
+    for code, line in sorted(v["torch_text_codes"].items()):
+        if code in TEXT_CODES_NEEDING_CONTEXT and not blocking:
+            out.append({"what": "torch_error_" + code, "evidence": {"text": line}})
+    torch = v.get("torch") or {}
+    for key in ("import_error", "warning", "error"):
+        text = torch.get(key)
+        if text and not any(p.search(text) for _c, p, _s in TORCH_ERROR_PATTERNS):
+            out.append({"what": "torch_" + key + "_unrecognised", "evidence": {"text": text[:2000]}})
+    res = v.get("cuinit_result")
+    cuinit = v.get("cuinit") or {}
+    if res not in (None, 0) and not blocking:
+        out.append({"what": "cuinit_failed", "evidence": {"result": res, "name": CU_RESULTS.get(res),
+                                                          "libcuda_path": cuinit.get("libcuda_path")}})
+    nvml = v.get("nvml") or {}
+    if nvml and nvml.get("ok") is False and not blocking and "driver_library_mismatch" not in codes:
+        out.append({"what": "nvml_init_failed", "evidence": {"error_code": nvml.get("error_code"),
+                                                             "error_text": nvml.get("error_text")}})
+    if v["proc_driver_text"].strip() and v["driver"] is None:
+        out.append({"what": "proc_driver_version_unparsed", "evidence": {"text": v["proc_driver_text"][:500]}})
+    for x, n in sorted(v["xid_counts"].items()):
+        sev = next((e.get("severity") for e in v["xid_events"] if e.get("xid") == x), None)
+        if sev == "unknown":
+            out.append({"what": "xid_unclassified", "evidence": {"xid": x, "count": n}})
+    explained = any(u["what"].startswith(("torch_", "cuinit_", "nvml_")) for u in out)
+    if torch and torch.get("importable") and torch.get("is_available") is False and not blocking and not explained:
+        out.append({"what": "torch_cuda_unavailable_unexplained",
+                    "evidence": {k: torch.get(k) for k in ("version", "cuda", "is_available", "device_count",
+                                                           "warning")}})
+    return out
+
+
+def diagnose(evidence):
+    """Findings for one host's evidence; see the module docstring for the shapes."""
+    v = view(evidence)
+    findings = []
+    blocking = False
+    for rule in RULES:
+        matched = rule["match"](v)
+        if matched:
+            findings.append(_finding(rule, matched))
+            blocking = blocking or rule["blocks_cuda"]
+    unknown = _unknowns(v, findings, blocking)
+    torch = v.get("torch") or {}
+    if blocking:
+        cuda_usable = False
+    elif torch.get("importable") and torch.get("is_available") is not None:
+        cuda_usable = bool(torch["is_available"])
+    elif torch.get("importable") is False:
+        cuda_usable = False
+    elif v.get("cuinit_result") is not None:
+        cuda_usable = v["cuinit_result"] == 0
+    else:
+        cuda_usable = None
+    severities = {f["severity"] for f in findings}
+    if "critical" in severities or (cuda_usable is False and not unknown):
+        status = "broken"
+    elif unknown or cuda_usable is None:
+        status = "unknown"
+    elif "warning" in severities:
+        status = "degraded"
+    else:
+        status = "healthy"
+    return {"schema": SCHEMA, "status": status, "cuda_usable": cuda_usable, "findings": findings,
+            "unknown": unknown}
+
+
+def _md(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_rules_markdown():
+    """A reference page generated from the rules table (for docs/)."""
+    lines = ["# gpufleet doctor: finding codes", "",
+             "Generated from `module_utils/gpufleet/doctor_rules.py`; do not edit by hand.", "",
+             "Remedy classes: " + ", ".join("`%s`" % c for c in REMEDY_CLASSES) + ".", "",
+             "| code | severity | remedy class | meaning | remedy | source |",
+             "|---|---|---|---|---|---|"]
+    for r in RULES:
+        lines.append("| `%s` | %s | %s | %s | %s | %s |" % (
+            r["code"], r["severity"], r["remedy_class"], _md(r["meaning"]), _md(r["remedy"]), _md(r["source"])))
+    lines += ["", "## Recognised torch / CUDA error texts", "", "| text code | source |", "|---|---|"]
+    for code, _pattern, source in TORCH_ERROR_PATTERNS:
+        lines.append("| `%s` | %s |" % (code, _md(source)))
+    return "\n".join(lines) + "\n"
