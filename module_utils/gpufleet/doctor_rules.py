@@ -14,6 +14,7 @@ the rules know. Nothing in this file reads the host.
 
 import re
 
+from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1", the same encoding as NVML's
 from .torchcompat import CUDA_VARIANTS, InvalidInput, parse_driver
 
 REF = "shared/reference/cuda-failures-and-compat.md"
@@ -72,17 +73,6 @@ def found_version(text):
     """The NNNNN of "driver ... too old (found version NNNNN)", as an int, or None."""
     m = _FOUND_VERSION_RE.search(text or "")
     return int(m.group(1)) if m else None
-
-
-def cuda_from_int(value):
-    """cudaDriverGetVersion-style integer -> "X.Y": 10010 -> "10.1", 11000 -> "11.0", 12040 -> "12.4"."""
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        return None
-    if value <= 0:
-        return None
-    return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
 def _vkey(text):
