@@ -31,6 +31,11 @@ never read as "absent"):
 ``kernel_log``           ``hostctx.parse_kernel_log()`` result (Xid events, NVRM messages).
 ``expected_gpu_count``   int|None (what was rented).
 ``in_container``         bool|None (hostctx's container detection).
+``gpu_expected``         bool|None: whether this host is meant to have GPUs (the inventory says so).
+                         None = derive it: a rented GPU count above 0, GPUs seen by NVML, GPU device
+                         nodes, a loaded or installed NVIDIA driver, a CUDA torch build or a torch text
+                         about a missing driver all mean yes; none of them means a CPU host, on which a
+                         CPU torch, no driver and no /dev/nvidia* are normal and not findings.
 
 ``diagnose(evidence)`` returns ``{"status": "healthy"|"broken"|"degraded"|"unknown",
 "cuda_usable": bool|None, "findings": [...], "unknown": [...]}``; a finding is ``{code,
@@ -46,6 +51,8 @@ from .doctor_rules import cuda_from_int as cuda_from_int  # re-exported for call
 from .doctor_rules import found_version as found_version  # re-exported for callers
 
 SCHEMA = 1
+# NVML / nvidia-smi error codes that only say the NVIDIA user space is not installed.
+NO_NVIDIA_STACK_CODES = (None, "pynvml_missing", "nvml_library_not_found", "nvidia_smi_missing", "no_gpu_stack")
 
 _NVRM_RE = re.compile(r"NVRM version:\s+NVIDIA UNIX (?P<open>Open )?(?:x86_64 |aarch64 |ppc64le )?Kernel Module"
                       r"(?: for (?P<arch>\S+))?\s+(?P<version>\d+(?:\.\d+)+)")
@@ -154,12 +161,37 @@ def view(evidence):
         v["gpu_count"], v["gpu_count_source"] = len(v["gpu_nodes"]), "device_nodes"
     else:
         v["gpu_count"], v["gpu_count_source"] = None, None
+    v["gpu_expected"] = gpu_expected(ev, v)
     return v
 
 
-def _finding(rule, matched):
+def gpu_expected(evidence, v):
+    """True when the host should have usable GPUs (see ``gpu_expected`` in the module docstring)."""
+    told = evidence.get("gpu_expected")
+    if told is not None:
+        return bool(told)
+    expected = evidence.get("expected_gpu_count")
+    if expected is not None:
+        return expected > 0
+    gathered = ("nvml", "device_nodes", "proc_modules", "proc_driver_version", "torch", "gpus")
+    if all(evidence.get(k) is None for k in gathered):
+        return None  # nothing was gathered: not known
+    nvml = evidence.get("nvml") or {}
+    signs = (
+        (v.get("gpu_count") or 0) > 0,
+        bool(v["gpu_nodes"]) or "/dev/nvidiactl" in (v["device_nodes"] or ()),
+        "nvidia" in v["modules"] or v["driver_version"] is not None,
+        nvml.get("ok") is False and nvml.get("error_code") not in NO_NVIDIA_STACK_CODES,
+        (v.get("torch_label") or "").startswith("cu") or bool((v.get("torch") or {}).get("cuda")),
+        bool(v["torch_text_codes"]),
+    )
+    return any(signs)
+
+
+def _finding(rule, matched, v):
     severity = rule["severity_of"](matched) if rule["severity_of"] else rule["severity"]
-    return {"code": rule["code"], "severity": severity, "remedy_class": rule["remedy_class"],
+    remedy_class = rule["remedy_class_of"](v) if rule["remedy_class_of"] else rule["remedy_class"]
+    return {"code": rule["code"], "severity": severity, "remedy_class": remedy_class,
             "evidence": matched, "meaning": rule["meaning"], "remedy": rule["remedy"]}
 
 
@@ -180,7 +212,8 @@ def _unknowns(v, findings, blocking):
         out.append({"what": "cuinit_failed", "evidence": {"result": res, "name": CU_RESULTS.get(res),
                                                           "libcuda_path": cuinit.get("libcuda_path")}})
     nvml = v.get("nvml") or {}
-    if nvml and nvml.get("ok") is False and not blocking and "driver_library_mismatch" not in codes:
+    if (nvml and nvml.get("ok") is False and not blocking and "driver_library_mismatch" not in codes
+            and nvml.get("error_code") not in NO_NVIDIA_STACK_CODES):
         out.append({"what": "nvml_init_failed", "evidence": {"error_code": nvml.get("error_code"),
                                                              "error_text": nvml.get("error_text")}})
     if v["proc_driver_text"].strip() and v["driver"] is None:
@@ -190,7 +223,8 @@ def _unknowns(v, findings, blocking):
         if sev == "unknown":
             out.append({"what": "xid_unclassified", "evidence": {"xid": x, "count": n}})
     explained = any(u["what"].startswith(("torch_", "cuinit_", "nvml_")) for u in out)
-    if torch and torch.get("importable") and torch.get("is_available") is False and not blocking and not explained:
+    if (torch and torch.get("importable") and torch.get("is_available") is False and not blocking and not explained
+            and v["gpu_expected"]):
         out.append({"what": "torch_cuda_unavailable_unexplained",
                     "evidence": {k: torch.get(k) for k in ("version", "cuda", "is_available", "device_count",
                                                            "warning")}})
@@ -205,7 +239,7 @@ def diagnose(evidence):
     for rule in RULES:
         matched = rule["match"](v)
         if matched:
-            findings.append(_finding(rule, matched))
+            findings.append(_finding(rule, matched, v))
             blocking = blocking or rule["blocks_cuda"]
     unknown = _unknowns(v, findings, blocking)
     torch = v.get("torch") or {}
@@ -220,7 +254,9 @@ def diagnose(evidence):
     else:
         cuda_usable = None
     severities = {f["severity"] for f in findings}
-    if "critical" in severities or (cuda_usable is False and not unknown):
+    if v["gpu_expected"] is False and not findings and not unknown:
+        status = "healthy"  # a CPU host: no GPU is expected, none is missing
+    elif "critical" in severities or (cuda_usable is False and not unknown):
         status = "broken"
     elif unknown or cuda_usable is None:
         status = "unknown"
@@ -228,8 +264,8 @@ def diagnose(evidence):
         status = "degraded"
     else:
         status = "healthy"
-    return {"schema": SCHEMA, "status": status, "cuda_usable": cuda_usable, "findings": findings,
-            "unknown": unknown}
+    return {"schema": SCHEMA, "status": status, "cuda_usable": cuda_usable, "gpu_expected": v["gpu_expected"],
+            "findings": findings, "unknown": unknown}
 
 
 def _md(text):
@@ -244,8 +280,9 @@ def render_rules_markdown():
              "| code | severity | remedy class | meaning | remedy | source |",
              "|---|---|---|---|---|---|"]
     for r in RULES:
+        remedy_class = r["remedy_class"] + (" (provider in a container)" if r["remedy_class_of"] else "")
         lines.append("| `%s` | %s | %s | %s | %s | %s |" % (
-            r["code"], r["severity"], r["remedy_class"], _md(r["meaning"]), _md(r["remedy"]), _md(r["source"])))
+            r["code"], r["severity"], remedy_class, _md(r["meaning"]), _md(r["remedy"]), _md(r["source"])))
     lines += ["", "## Recognised torch / CUDA error texts", "", "| text code | source |", "|---|---|"]
     for code, _pattern, source in TORCH_ERROR_PATTERNS:
         lines.append("| `%s` | %s |" % (code, _md(source)))

@@ -95,7 +95,7 @@ def _text_hit(v, *codes):
 
 def m_cpu_only_wheel(v):
     t = v.get("torch")
-    if not t or not t.get("importable"):
+    if not t or not t.get("importable") or not v.get("gpu_expected"):
         return None
     label = v.get("torch_label")
     if label == "cpu" or ("cuda" in t and t.get("cuda") is None and not t.get("hip")):
@@ -195,7 +195,7 @@ def _driver_present(v):
 
 
 def m_no_driver(v):
-    if v.get("in_container") is not False:
+    if v.get("in_container") is not False or not v.get("gpu_expected"):
         return None
     signs = _no_driver_signs(v)
     if _driver_present(v) or not signs:
@@ -204,7 +204,7 @@ def m_no_driver(v):
 
 
 def m_container_without_gpus(v):
-    if v.get("in_container") is not True or v["device_nodes"] is None:
+    if v.get("in_container") is not True or v["device_nodes"] is None or not v.get("gpu_expected"):
         return None
     if v["gpu_nodes"] or "/dev/nvidiactl" in v["device_nodes"]:
         return None
@@ -371,9 +371,14 @@ def m_persistence_off(v):
     return {"gpus": off} if off else None
 
 
+def host_side_in_container(v):
+    """Remedy class of a fix that needs the machine's kernel or services: a container cannot apply it."""
+    return "provider" if v.get("in_container") else "fixable"
+
+
 def _rule(**kw):
     row = {"code": None, "severity": None, "remedy_class": None, "blocks_cuda": False, "meaning": None,
-           "remedy": None, "source": None, "match": None, "severity_of": None}
+           "remedy": None, "source": None, "match": None, "severity_of": None, "remedy_class_of": None}
     unknown = set(kw) - set(row)
     if unknown:
         raise ValueError("unknown rule fields: %s" % sorted(unknown))
@@ -404,9 +409,10 @@ RULES = [
           source=REF + " section 2.2; fixtures nvidia_smi_text/error_nvml-driver-library-mismatch_*, "
                        "kernel_logs/*api-mismatch*"),
     _rule(code="nvidia_uvm_not_loaded", severity="critical", remedy_class="fixable", blocks_cuda=True,
-          match=m_nvidia_uvm_not_loaded,
+          match=m_nvidia_uvm_not_loaded, remedy_class_of=host_side_in_container,
           meaning="The nvidia module is loaded but nvidia_uvm is not; CUDA needs it.",
-          remedy="modprobe nvidia-uvm (or nvidia-modprobe -u -c=0) and load it at boot.",
+          remedy="modprobe nvidia-uvm (or nvidia-modprobe -u -c=0) and load it at boot; in a container the "
+                 "machine's owner (the provider) must do it.",
           source=DESIGN + " (nvidia_uvm not loaded); " + REF + " section 2.1 (gpu-operator #2685)"),
     _rule(code="device_nodes_missing", severity="critical", remedy_class="fixable", blocks_cuda=True,
           match=m_device_nodes_missing,
@@ -455,10 +461,11 @@ RULES = [
           remedy="Repoint /usr/local/cuda at the chosen toolkit (the cuda_links role).",
           source=DESIGN + " (/usr/local/cuda wrong toolkit); " + REF + " section 2.3"),
     _rule(code="error_802_fabric_manager", severity="critical", remedy_class="fixable", blocks_cuda=True,
-          match=m_error_802_fabric_manager,
+          match=m_error_802_fabric_manager, remedy_class_of=host_side_in_container,
           meaning="An NVSwitch machine without a running fabric manager: CUDA init fails with Error 802 "
                   "\"system not yet initialized\".",
-          remedy="Install nvidia-fabricmanager matching the driver branch and start it (only on NVSwitch hosts).",
+          remedy="Install nvidia-fabricmanager matching the driver branch and start it (only on NVSwitch hosts); "
+                 "in a container the fabric manager runs on the machine, so the provider must start it.",
           source=REF + " section 2.7; " + TE + "error-802_*"),
     _rule(code="error_804_forward_compat", severity="critical", remedy_class="fixable", blocks_cuda=True,
           match=m_error_804_forward_compat,

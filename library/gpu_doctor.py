@@ -1,0 +1,197 @@
+#!/usr/bin/python
+"""Ansible module gpu_doctor: why CUDA does not work on this host, from evidence."""
+
+DOCUMENTATION = r"""
+---
+module: gpu_doctor
+short_description: Diagnose why CUDA (torch.cuda.is_available()) does not work on a host
+description:
+  - Gathers evidence with side-effect-free probes - C(/dev/nvidia*) nodes, C(/proc/modules),
+    C(/proc/driver/nvidia/version), NVML (C(nvidia-ml-py), falling back to C(nvidia-smi -q -x)),
+    C(cuInit) through C(libcuda.so.1) in a child process (and whether that libcuda is a stub or a
+    forward-compat library), a torch probe in the target interpreter (version, CUDA build, is_available,
+    device count, arch list, warnings, cuDNN and NCCL versions, torchrun), C(CUDA_VISIBLE_DEVICES) and
+    C(LD_LIBRARY_PATH) as a login gets them (process environment and C(/etc/environment)), the CUDA
+    toolkit layout (C(/usr/local/cuda), ld.so.conf, shadowing paths), NVSwitch presence and the fabric
+    manager's state, Xid lines from the kernel log, persistence mode and container detection.
+  - Applies the rules of C(module_utils/gpufleet/doctor_rules.py) (reference page C(docs/doctor-rules.md))
+    and returns C(ansible_facts.gpu_doctor) - status, findings (code, severity, remedy class, evidence,
+    meaning, remedy) and what no rule could classify, with the raw evidence.
+  - Changes nothing on the host.
+version_added: "0.1.0"
+author:
+  - gpufleet contributors
+options:
+  python:
+    description:
+      - Interpreter whose torch is probed (the torch role's venv). When it does not exist, torch is
+        reported as not installed and cuInit is probed with C(python3).
+    type: path
+    default: /opt/gpufleet/venv/bin/python
+  expected_gpu_count:
+    description: Number of GPUs rented; fewer visible GPUs is a finding. Also says that GPUs are expected.
+    type: int
+  gpu_expected:
+    description:
+      - Whether this host is meant to have GPUs. Unset - derived from the evidence (any NVIDIA driver,
+        device node, NVML library, CUDA torch build or C(expected_gpu_count) above 0). On a host where
+        no GPU is expected a CPU torch and no driver are not findings.
+    type: bool
+  timeout:
+    description: Seconds each child probe (torch, cuInit, nvidia-smi) may run before it is killed.
+    type: int
+    default: 60
+  kernel_log:
+    description: Read the kernel log for Xid lines (C(dmesg), C(journalctl -k), C(/var/log/kern.log)).
+    type: bool
+    default: true
+  nvidia_smi_path:
+    description: Name or path of C(nvidia-smi), used when NVML is not usable.
+    type: str
+    default: nvidia-smi
+requirements:
+  - nvidia-ml-py in the interpreter that runs the module (optional; without it nvidia-smi is used)
+notes:
+  - Supports check mode; the module never changes anything.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Ask the doctor
+  gpu_doctor:
+    expected_gpu_count: 8
+  vars:
+    ansible_python_interpreter: /opt/gpufleet/venv/bin/python
+
+- name: Say why CUDA is unusable
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.gpu_doctor.findings | map(attribute='meaning') | list }}"
+  when: ansible_facts.gpu_doctor.cuda_usable is false
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added under C(gpu_doctor).
+  returned: always
+  type: dict
+  contains:
+    gpu_doctor:
+      description: The diagnosis.
+      returned: always
+      type: dict
+      contains:
+        status:
+          description: healthy, degraded, broken or unknown.
+          type: str
+          sample: broken
+        cuda_usable:
+          description: Whether CUDA works for torch here; null when it could not be told.
+          type: bool
+        gpu_expected:
+          description: Whether GPUs are expected on this host (given or derived).
+          type: bool
+        findings:
+          description: One per rule that matched - code, severity (critical, warning, info), remedy_class
+            (fixable, reboot, provider, unknown), evidence, meaning, remedy.
+          type: list
+          elements: dict
+        fixable:
+          description: Codes of the findings that software on this host can fix.
+          type: list
+          elements: str
+        unknown:
+          description: Evidence no rule could classify (what, evidence), kept raw.
+          type: list
+          elements: dict
+        evidence:
+          description: Everything the probes gathered (schema in module_utils/gpufleet/doctor.py).
+          type: dict
+        duration_s:
+          description: Seconds spent.
+          type: float
+"""
+
+import os
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpufleet import cudatk, doctor_probe
+from ansible.module_utils.gpufleet import facts as gpufacts
+
+try:
+    import pynvml
+except Exception:  # ImportError, or a broken install: nvidia-smi is the fallback
+    pynvml = None
+
+SBIN = ["/sbin", "/usr/sbin"]
+
+
+def _runner(module, default_timeout):
+    timeout_bin = module.get_bin_path("timeout")
+
+    def run(argv, env=None, timeout=None):
+        exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0], opt_dirs=SBIN)
+        if not exe or not os.path.exists(exe):
+            return None
+        argv = [exe] + list(argv[1:])
+        if timeout_bin:
+            argv = [timeout_bin, "-k", "5", str(timeout or default_timeout)] + argv
+        env = dict(env or {}, LC_ALL="C")
+        return module.run_command(argv, environ_update=env, encoding=None)
+
+    return run
+
+
+def _site_packages(python):
+    venv = os.path.dirname(os.path.dirname(python or ""))
+    return cudatk.default_site_packages([os.path.join(venv, "lib", "python3*", "site-packages")])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", default="/opt/gpufleet/venv/bin/python"),
+            expected_gpu_count=dict(type="int"),
+            gpu_expected=dict(type="bool"),
+            timeout=dict(type="int", default=60),
+            kernel_log=dict(type="bool", default=True),
+            nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["expected_gpu_count"] is not None and not 0 <= p["expected_gpu_count"] <= 64:
+        module.fail_json(msg="expected_gpu_count must be from 0 to 64, got %s" % p["expected_gpu_count"])
+    if not 1 <= p["timeout"] <= 600:
+        module.fail_json(msg="timeout must be from 1 to 600 seconds, got %s" % p["timeout"])
+    start = time.monotonic()
+    run = _runner(module, p["timeout"])
+    host = doctor_probe.Host(run)
+    try:
+        gpu = gpufacts.gpu_facts(pynvml, lambda: run([p["nvidia_smi_path"], "-q", "-x"]))
+        gpufacts.explain_without_driver(gpu, os.path.exists)
+        kernel_log = doctor_probe.read_kernel_log(host) if p["kernel_log"] else None
+        nvml = doctor_probe.nvml_evidence(gpu)
+        tk = cudatk.collect(cudatk.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
+                            environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
+                            driver_cuda=nvml.get("cuda_driver_version"))
+        evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
+                                       cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
+                                       gpu_expected=p["gpu_expected"], timeout=p["timeout"])
+        result = doctor_probe.examine(evidence)
+    except Exception:
+        module.fail_json(msg="gpu_doctor failed while gathering evidence (a bug, please report it)",
+                         exception=traceback.format_exc())
+    result["duration_s"] = round(time.monotonic() - start, 3)
+    module.exit_json(changed=False, ansible_facts={"gpu_doctor": result})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Gathering the doctor's evidence on a host (the schema is in ``doctor.py``).
+
+Every probe is cheap, reads only, and never raises: a probe that cannot run leaves its key None
+("not gathered") and says why in ``probe_errors``. Host access goes through a small ``Host``
+object so the logic is tested with recorded data; ``Host`` itself reads the real machine.
+Programs that could hang or crash (libcuda's cuInit, importing torch) run in child processes
+under a timeout.
+"""
+
+import glob
+import json
+import os
+import re
+
+from . import doctor, facts, hostctx
+
+DEV_GLOB = "/dev/nvidia*"
+PROC_MODULES = "/proc/modules"
+PROC_DRIVER = "/proc/driver/nvidia/version"
+ETC_ENVIRONMENT = "/etc/environment"
+ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES")
+NVSWITCH_DEV_GLOB = "/dev/nvidia-nvswitch*"
+NVSWITCH_PROC_GLOB = "/proc/driver/nvidia-nvswitch/devices/*"
+PCI_GLOB = "/sys/bus/pci/devices/*"
+NVIDIA_PCI_VENDOR = "0x10de"
+PCI_CLASS_BRIDGE_OTHER = "0x0680"  # NVSwitch shows as "Bridge: NVIDIA Corporation ..." (class 0680)
+FM_UNITS = ("/lib/systemd/system/nvidia-fabricmanager.service", "/usr/lib/systemd/system/nvidia-fabricmanager.service",
+            "/etc/systemd/system/nvidia-fabricmanager.service")
+FM_BINARIES = ("/usr/bin/nv-fabricmanager", "/usr/sbin/nv-fabricmanager")
+FM_PROCESS = "nv-fabricmanager"
+
+# Run in the target interpreter: what torch itself says about CUDA. Prints one JSON object.
+TORCH_PROBE = r'''
+import json, os, sys, traceback, warnings
+out = {"importable": False, "import_error": None, "version": None, "cuda": None, "hip": None,
+       "is_available": None, "device_count": None, "arch_list": None, "warning": None, "error": None,
+       "cudnn_version": None, "nccl_version": None, "torchrun": None, "executable": sys.executable}
+try:
+    import torch
+except BaseException:
+    out["import_error"] = traceback.format_exc()[-4000:]
+    print(json.dumps(out))
+    sys.exit(0)
+out.update(importable=True, version=str(torch.__version__), cuda=torch.version.cuda,
+           hip=getattr(torch.version, "hip", None))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        out["is_available"] = bool(torch.cuda.is_available())
+        out["device_count"] = int(torch.cuda.device_count())
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+        if out["is_available"]:
+            (torch.ones(4, device="cuda") * 2).sum().item()  # a kernel runs: catches "no kernel image"
+    except BaseException:
+        out["error"] = traceback.format_exc()[-4000:]
+out["warning"] = "\n".join(str(w.message) for w in caught)[-4000:] or None
+try:
+    out["cudnn_version"] = torch.backends.cudnn.version()
+except BaseException:
+    pass
+try:
+    nccl = torch.cuda.nccl.version()
+    out["nccl_version"] = ".".join(str(x) for x in nccl) if isinstance(nccl, tuple) else str(nccl)
+except BaseException:
+    pass
+torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+out["torchrun"] = torchrun if os.path.exists(torchrun) else None
+print(json.dumps(out))
+'''
+
+# Run in a child: cuInit(0) through libcuda.so.1, and which file that libcuda is.
+CUINIT_PROBE = r'''
+import ctypes, json
+out = {"result": None, "libcuda_path": None, "stub": None, "forward_compat": None, "error": None}
+try:
+    lib = ctypes.CDLL("libcuda.so.1")
+except OSError as exc:
+    out["error"] = str(exc)
+else:
+    out["result"] = int(lib.cuInit(0))
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if "/libcuda.so" in path:
+                out["libcuda_path"] = path
+                break
+    path = out["libcuda_path"] or ""
+    out["stub"] = "/stubs/" in path or out["result"] == 34
+    out["forward_compat"] = "/compat/" in path
+print(json.dumps(out))
+'''
+
+
+class Host:
+    """The real machine. ``run(argv, env=None, timeout=None)`` -> (rc, out, err) or None when not installed."""
+
+    def __init__(self, run):
+        self.run = run
+
+    @staticmethod
+    def read(path, limit=1 << 20, tail=False):
+        """Text of ``path`` (its last ``limit`` bytes with ``tail``); "" when it does not exist; None when
+        it exists but cannot be read."""
+        try:
+            with open(path, "rb") as fh:
+                if tail:
+                    size = os.fstat(fh.fileno()).st_size
+                    fh.seek(max(0, size - limit))
+                return fh.read(limit).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+        except OSError:
+            return None
+
+    @staticmethod
+    def glob(pattern):
+        return sorted(glob.glob(pattern))
+
+    @staticmethod
+    def exists(path):
+        return os.path.exists(path)
+
+    @staticmethod
+    def environ():
+        return dict(os.environ)
+
+    @staticmethod
+    def proc_comms():
+        """Names of the running processes (from /proc/*/comm), or None when /proc is not readable."""
+        names = set()
+        try:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return None
+        for pid in pids:
+            try:
+                with open("/proc/%s/comm" % pid) as fh:
+                    names.add(fh.read().strip())
+            except OSError:
+                continue
+        return names
+
+
+_ASSIGN_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def parse_environment_file(text):
+    """KEY=VALUE lines of /etc/environment (pam_env's simple format) -> dict; quotes removed."""
+    out = {}
+    for line in (text or "").splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        m = _ASSIGN_RE.match(line)
+        if not m:
+            continue
+        value = m.group(2).strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        out[m.group(1)] = value
+    return out
+
+
+def login_environment(process_env, etc_environment_text):
+    """(env, sources) of the keys the doctor reads, as a login session gets them.
+
+    pam_env applies /etc/environment to SSH and console logins; the module's own process may or may
+    not have it (docker exec does not), so the file is read directly. A value in the process
+    environment wins, as it does for the programs started from it.
+    """
+    env, sources = {}, {}
+    from_file = parse_environment_file(etc_environment_text)
+    for key in ENV_KEYS:
+        if key in process_env:
+            env[key], sources[key] = process_env[key], "process environment"
+        elif key in from_file:
+            env[key], sources[key] = from_file[key], ETC_ENVIRONMENT
+    return env, sources
+
+
+def _json_from(res, what, errors):
+    if res is None:
+        errors.append("%s: interpreter not found" % what)
+        return None
+    rc, out, err = res
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    err = err.decode("utf-8", "replace") if isinstance(err, bytes) else (err or "")
+    why = "timed out" if rc in (124, 137) else "rc=%s" % rc
+    errors.append("%s: %s %s" % (what, why, (err.strip() or text.strip())[-500:]))
+    return {"crashed": True, "rc": rc, "stderr": err.strip()[-2000:]}
+
+
+def probe_torch(host, python, env_update, timeout, errors):
+    """torch evidence from ``python``, or None when that interpreter or torch is not installed."""
+    if not python or not host.exists(python):
+        return None, "interpreter %s not found" % python
+    res = host.run([python, "-c", TORCH_PROBE], env=env_update, timeout=timeout)
+    data = _json_from(res, "torch probe", errors)
+    if data is None:
+        return None, "torch probe could not run"
+    if data.get("crashed"):
+        # The interpreter died while importing torch or touching CUDA (a segfault, a hang): that is evidence.
+        return {"importable": None, "import_error": None, "version": None, "cuda": None, "is_available": None,
+                "error": "torch probe died (%s): %s" % (data.get("rc"), data.get("stderr"))}, None
+    import_error = (data.get("import_error") or "").strip()
+    if not data.get("importable") and re.search(r"No module named '?torch'?$", import_error):
+        return None, "torch is not installed in %s" % python
+    return data, None
+
+
+def probe_cuinit(host, python, env_update, timeout, errors):
+    res = host.run([python, "-c", CUINIT_PROBE], env=env_update, timeout=timeout)
+    data = _json_from(res, "cuInit probe", errors)
+    if data is not None and data.get("crashed"):
+        return {"result": None, "libcuda_path": None, "stub": None, "forward_compat": None,
+                "error": "cuInit probe died (%s): %s" % (data.get("rc"), data.get("stderr"))}
+    return data
+
+
+def probe_nvswitch(host):
+    """True/False from NVSwitch device nodes, the nvswitch driver's proc entries or PCI bridges; None if unknown."""
+    if host.glob(NVSWITCH_DEV_GLOB) or host.glob(NVSWITCH_PROC_GLOB):
+        return True
+    devices = host.glob(PCI_GLOB)
+    if not devices:
+        return None
+    for dev in devices:
+        vendor = (host.read(dev + "/vendor") or "").strip().lower()
+        klass = (host.read(dev + "/class") or "").strip().lower()
+        if vendor == NVIDIA_PCI_VENDOR and klass.startswith(PCI_CLASS_BRIDGE_OTHER):
+            return True
+    return False
+
+
+def probe_fabric_manager(host, systemd):
+    """running | stopped | failed | not_installed, or None when it cannot be told."""
+    unit = any(host.exists(u) for u in FM_UNITS)
+    binary = any(host.exists(b) for b in FM_BINARIES)
+    if unit and systemd:
+        res = host.run(["systemctl", "is-active", "nvidia-fabricmanager"])
+        if res is not None:
+            state = (res[1].decode() if isinstance(res[1], bytes) else res[1] or "").strip()
+            return {"active": "running", "failed": "failed"}.get(state, "stopped")
+    if not unit and not binary:
+        return "not_installed"
+    comms = host.proc_comms()
+    if comms is None:
+        return None
+    return "running" if FM_PROCESS in comms or FM_PROCESS[:15] in comms else "stopped"
+
+
+def _gpus(gpu_facts):
+    out = []
+    for g in gpu_facts.get("gpus") or ():
+        rows = g.get("remapped_rows") or {}
+        out.append({"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability"),
+                    "persistence_mode": g.get("persistence_mode"), "remapped_rows_failure": rows.get("failure")})
+    return out
+
+
+def nvml_evidence(gpu_facts):
+    ok = not gpu_facts.get("error")
+    return {"ok": ok, "source": gpu_facts.get("source"), "error_code": gpu_facts.get("error_code"),
+            "error_text": gpu_facts.get("error"), "gpu_count": gpu_facts.get("gpu_count") if ok else None,
+            "driver_version": gpu_facts.get("driver_version"),
+            "cuda_driver_version": gpu_facts.get("cuda_driver_version")}
+
+
+def in_container(host):
+    environ = host.read("/proc/1/environ")
+    found, _kind = hostctx.detect_container(
+        dockerenv=host.exists("/.dockerenv"), containerenv=host.exists("/run/.containerenv"),
+        cgroup=host.read("/proc/1/cgroup"), environ=environ or None)
+    return found
+
+
+def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None, expected_gpu_count=None,
+           gpu_expected=None, timeout=60):
+    """The doctor's evidence for this host. ``gpu_facts``: facts.gpu_facts() output (NVML / nvidia-smi)."""
+    errors = []
+    ev = {"expected_gpu_count": expected_gpu_count, "gpu_expected": gpu_expected}
+    ev["device_nodes"] = host.glob(DEV_GLOB)
+    ev["proc_modules"] = host.read(PROC_MODULES) or None
+    ev["proc_driver_version"] = host.read(PROC_DRIVER)
+    if gpu_facts is not None:
+        ev["nvml"] = nvml_evidence(gpu_facts)
+        ev["gpus"] = _gpus(gpu_facts)
+    env, sources = login_environment(host.environ(), host.read(ETC_ENVIRONMENT))
+    ev["env"], ev["env_sources"] = env, sources
+    env_update = {k: v for k, v in env.items() if sources.get(k) == ETC_ENVIRONMENT}
+    target = python if python and host.exists(python) else None
+    ev["torch"], ev["torch_skipped"] = probe_torch(host, target or python, env_update, timeout, errors)
+    ev["cuinit"] = probe_cuinit(host, target or "python3", env_update, min(timeout, 30), errors)
+    ev["cudatk"] = cudatk_facts
+    systemd = host.exists("/run/systemd/system")
+    try:
+        ev["nvswitch_present"] = probe_nvswitch(host)
+        ev["fabric_manager"] = probe_fabric_manager(host, systemd)
+    except Exception as exc:  # defensive: never lose the other evidence
+        errors.append("nvswitch/fabric manager probe failed: %r" % exc)
+    ev["kernel_log"] = facts.kernel_log_facts(kernel_log) if kernel_log is not None else None
+    ev["in_container"] = in_container(host)
+    ev["probe_errors"] = errors
+    return ev
+
+
+def examine(evidence):
+    """diagnose() plus the evidence itself, as the module returns it."""
+    result = doctor.diagnose(evidence)
+    result["evidence"] = evidence
+    result["fixable"] = sorted({f["code"] for f in result["findings"] if f["remedy_class"] == "fixable"})
+    return result
+
+
+KERN_LOG_FILES = ("/var/log/kern.log",)
+KERN_LOG_MAX = 8 * 1024 * 1024
+
+
+def read_kernel_log(host):
+    """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "reason"}."""
+    reasons = []
+    for argv, name in ((["dmesg"], "dmesg"), (["journalctl", "-k", "-b", "--no-pager", "-q"], "journalctl -k")):
+        res = host.run(argv)
+        if res is None:
+            reasons.append("%s: not installed" % argv[0])
+            continue
+        rc, out, err = res
+        if rc == 0 and out.strip():
+            return {"text": out, "source": name}
+        detail = err.strip() or out.strip()
+        detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else detail
+        reasons.append("%s: rc=%s %s" % (name, rc, detail[:200]))
+    for path in KERN_LOG_FILES:
+        text = host.read(path, KERN_LOG_MAX, tail=True)
+        if text:
+            return {"text": text, "source": path}
+        reasons.append("%s: %s" % (path, "absent or empty" if text == "" else "not readable"))
+    return {"text": None, "source": None, "reason": "; ".join(reasons)}
