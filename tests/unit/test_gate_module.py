@@ -1,0 +1,118 @@
+"""library/gpu_gate.py run as a real Ansible module (ansible localhost -m gpu_gate).
+
+Without a GPU here, the module is run (a) with bad input, (b) in an interpreter without torch and
+(c) with a stand-in ``torch`` package (written into tmp_path, a test double of a host whose driver
+is too old) that raises the warning real torch printed in a recorded report. The cpu mode with real
+torch runs end to end in molecule/gate, and here when GPUFLEET_TORCH_PYTHON names a Python with torch.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.doubles import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE = Path(sys.executable).parent / "ansible"
+
+pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+
+FAKE_TORCH = '''
+import warnings
+__version__ = "2.5.1+cu121"
+_TEXT = {text!r}
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        warnings.warn(_TEXT, UserWarning)
+        return False
+
+    @staticmethod
+    def device_count():
+        return 0
+
+    @staticmethod
+    def init():
+        raise RuntimeError(_TEXT)
+'''
+
+
+def run_module(tmp_path, args, python=None, pythonpath=None, check=False):
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_DEPRECATION_WARNINGS="0")
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
+           "-m", "gpu_gate", "-e", "ansible_python_interpreter=%s" % (python or sys.executable), "-a", args]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=300)
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ('{"outlier_margin": -0.5}', "outlier_margin must be a number between 0 and 1"),
+    ('{"tests": ["bf16_gemm", "fp8_gemm"]}', "unknown test name(s) 'fp8_gemm'"),
+    ('{"time_budget_s": 1}', "time_budget_s 1 s is too small to run anything"),
+    ('{"expected": {"h100-sxm": {"bf16_gemm": "fast"}}}', "expected['h100-sxm']['bf16_gemm'] must be a finite number"),
+    ('{"time_budget_s": "NaN"}', "time_budget_s must be a finite number"),
+])
+def test_bad_input_fails_before_anything_runs(tmp_path, args, message):
+    result = run_module(tmp_path, args)
+    assert result["failed"] is True
+    assert result["msg"].startswith("gpu_gate: invalid input:") and message in result["msg"]
+
+
+def test_string_threshold_is_refused_by_the_argument_spec(tmp_path):
+    result = run_module(tmp_path, '{"outlier_margin": "ten percent"}')
+    assert result["failed"] is True and "outlier_margin" in result["msg"] and "float" in result["msg"]
+
+
+def test_without_torch_it_says_which_interpreter_to_use(tmp_path):
+    pytest.importorskip("ansible")
+    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("this Python has torch")
+    result = run_module(tmp_path, '{"device": "cpu"}')
+    assert result["failed"] is True
+    assert "torch" in result["msg"] and "/opt/gpufleet/venv/bin/python" in result["msg"]
+    assert "Traceback" not in result["msg"]
+
+
+def test_host_without_usable_cuda_fails_with_the_doctors_classification(tmp_path):
+    recorded = (FIXTURES / "doctor" / "torch_errors" / "driver-too-old_found-10010_userwarning_yolov5-2389.txt"
+                ).read_text()
+    text = recorded.split("UserWarning: ", 1)[1].splitlines()[0]
+    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text(FAKE_TORCH.format(text=text))
+    result = run_module(tmp_path, '{"device": "cuda"}', pythonpath=tmp_path / "fake", check=True)
+    assert result["failed"] is True
+    assert result["msg"].startswith("gpu_gate: no usable GPU: torch 2.5.1+cu121 cannot use CUDA on this host")
+    assert "doctor code driver_too_old" in result["msg"] and "found version 10010" in result["msg"]
+    assert result["torch_error_code"] == "driver_too_old"
+    assert "Traceback" not in result["msg"]
+
+
+TORCH_PYTHON = os.environ.get("GPUFLEET_TORCH_PYTHON")
+
+
+@pytest.mark.skipif(not TORCH_PYTHON, reason="set GPUFLEET_TORCH_PYTHON to a Python with torch")
+def test_cpu_mode_end_to_end_with_real_torch(tmp_path):
+    result = run_module(tmp_path, '{"device": "cpu", "time_budget_s": 20, "repetitions": 5}', python=TORCH_PYTHON,
+                        check=True)
+    assert result.get("failed") is not True, result
+    assert result["changed"] is False
+    entries = result["ansible_facts"]["gpu_gate"]
+    assert [e["test"] for e in entries] == ["bf16_gemm", "tf32_gemm", "memory_bandwidth", "h2d_bandwidth",
+                                            "d2h_bandwidth"]
+    assert all(e["measured"] > 0 and e["passed"] is True and e["repetitions"] >= 3 for e in entries)
+    assert result["gate"]["skipped"] == [{"test": "p2p_bandwidth", "why": "needs two or more GPUs (cpu has 1)"}]
