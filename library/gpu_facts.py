@@ -46,6 +46,26 @@ options:
   expected_gpu_count:
     description: Number of GPUs rented; fewer visible GPUs is a critical health finding.
     type: int
+  readiness:
+    description:
+      - Also read what a renter checks before paying (see docs/checklist.md), all read-only - disk free and
+        kind of C(/) and of O(data_dirs), listening TCP sockets on non-loopback addresses and their process,
+        the OpenSSH version and (as root) the effective C(sshd -T) settings, installed NVIDIA container
+        toolkit and openssh-server package versions, the packages in O(venv), pip index configuration, and
+        the gpu_monitoring exporter's textfile and supervisord program.
+      - A Jupyter server found listening publicly gets one local TLS handshake attempt, to tell TLS from
+        plain HTTP.
+    type: bool
+    default: true
+  venv:
+    description: The gpufleet virtual environment whose installed packages are listed.
+    type: path
+    default: /opt/gpufleet/venv
+  data_dirs:
+    description: Data folders whose disk is checked besides C(/) (those that exist).
+    type: list
+    elements: path
+    default: [/workspace, /data]
 requirements:
   - nvidia-ml-py (optional; without it only nvidia-smi is used)
 notes:
@@ -129,6 +149,14 @@ ansible_facts:
         host:
           description: Host context (container, container_kind, virtualization, init_system, os, kernel, cpu,
             memory_total_mib, shm_size_mib, memlock_limit_kib).
+          type: dict
+        readiness:
+          description: >-
+            Readiness probes (null when O(readiness=false)) - disks (path, mountpoint, fstype, free_gib,
+            total_gib, rotational, network, local_ssd, reason), listeners (sockets with address, port, process,
+            jupyter, tls), sshd (version, package_version, config from C(sshd -T), reason), container_toolkit
+            (package versions), dpkg_readable, venv (path, exists, python, packages), pip (files and env with
+            index_url / extra_index_url, credentials masked), monitoring (textfile, textfile_age_s, program).
           type: dict
         xid:
           description: Xid events from the kernel log (readable, source, reason, events, counts).
@@ -226,6 +254,9 @@ def main():
             kernel_log=dict(type="bool", default=True),
             prefer=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
             expected_gpu_count=dict(type="int"),
+            readiness=dict(type="bool", default=True),
+            venv=dict(type="path", default="/opt/gpufleet/venv"),
+            data_dirs=dict(type="list", elements="path", default=["/workspace", "/data"]),
         ),
         supports_check_mode=True,
     )
@@ -240,6 +271,7 @@ def main():
         include_processes=p["include_processes"],
         expected_gpu_count=p["expected_gpu_count"],
         uname_release=platform.release(),
+        readiness=gpufacts.default_readiness(p["venv"], p["data_dirs"]) if p["readiness"] else None,
     )
     if pynvml is None:
         facts.setdefault("warnings", []).append(

@@ -60,6 +60,27 @@ def _rlim_infinity():
         return -1
 
 
+def _default_listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return None
+
+
+def _default_readlink(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def _default_stat(path):
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
 def run_smi(run_nvidia_smi, include_processes):
     """Run nvidia-smi through the injected callable and parse; never raises."""
     if run_nvidia_smi is None:
@@ -258,10 +279,23 @@ def _gpu_findings(findings, gpu, idx):
             gpu["power_limit_w"], spec["power_w"]))
 
 
+def default_readiness(venv=hostctx.GPUFLEET_VENV, data_dirs=hostctx.DATA_DIRS, tls=True):
+    """Keyword arguments for ``collect(readiness=...)`` that read this machine."""
+    return {"listdir": _default_listdir, "readlink": _default_readlink, "stat": _default_stat,
+            "environ": dict(os.environ), "geteuid": os.geteuid, "probe_tls": hostctx.tls_probe if tls else None,
+            "now": time.time, "venv": venv, "data_dirs": tuple(data_dirs)}
+
+
 def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os.path.exists, run=None,
             statvfs=_default_statvfs, getrlimit=_default_getrlimit, kernel_log=None, prefer="auto",
-            include_processes=False, expected_gpu_count=None, uname_release=None, clock=time.monotonic):
-    """All GPU facts for one host. Never raises; problems end up in ``error``/``warnings``."""
+            include_processes=False, expected_gpu_count=None, uname_release=None, clock=time.monotonic,
+            readiness=None):
+    """All GPU facts for one host. Never raises; problems end up in ``error``/``warnings``.
+
+    ``readiness``: None skips the readiness probes (``facts["readiness"]`` is then None), or a dict
+    of keyword arguments for ``hostctx.collect_readiness`` beyond the readers given here (listdir,
+    readlink, stat, environ, geteuid, probe_tls, now, venv, data_dirs); see ``default_readiness``.
+    """
     start = clock()
     try:
         facts = gpu_facts(pynvml, run_nvidia_smi, prefer, include_processes)
@@ -278,6 +312,12 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     except Exception as exc:  # defensive
         facts["host"] = None
         facts["warnings"].append("host context failed: %r" % exc)
+    facts["readiness"] = None
+    if readiness is not None:
+        try:
+            facts["readiness"] = hostctx.collect_readiness(read_file, exists, run=run, statvfs=statvfs, **readiness)
+        except Exception as exc:  # defensive
+            facts["warnings"].append("readiness probes failed: %r" % exc)
     try:
         facts["xid"] = kernel_log_facts(kernel_log)
     except Exception as exc:  # defensive

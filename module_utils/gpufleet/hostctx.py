@@ -351,3 +351,395 @@ def collect_host(read_file, exists, run=None, statvfs=None, getrlimit=None, rlim
         "shm_size_mib": shm,
         "memlock_limit_kib": memlock_kib(limits, rlim_infinity),
     }
+
+
+# ----------------------------------------------------------------------------- readiness probes
+# Cheap, side-effect-free reads for the renter's checklist (docs/checklist.md). Each helper takes
+# plain inputs (file text, command output) so the tests feed it recorded data; ``collect_readiness``
+# wires them to the injected readers and never raises.
+GPUFLEET_VENV = "/opt/gpufleet/venv"
+DATA_DIRS = ("/workspace", "/data")
+MONITORING_TEXTFILE = "/var/lib/gpufleet/textfile/gpufleet_gpu.prom"
+MONITORING_PROGRAM = "gpufleet-gpu-exporter"
+SUPERVISORCTL = "/usr/local/bin/supervisorctl"
+DPKG_PACKAGES = ("openssh-server", "nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                 "libnvidia-container-tools", "libnvidia-container1")
+PIP_CONFIG_FILES = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/root/.config/pip/pip.conf", "/root/.pip/pip.conf")
+NETWORK_FS = frozenset(["nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "9p", "beegfs",
+                        "gpfs", "wekafs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "fuse.rclone",
+                        "fuse.glusterfs", "fuse.mountpoint-s3", "fuse.blobfuse2"])
+MAX_SOCKET_FDS = 20000
+MAX_LISTENERS = 64
+_TCP_LISTEN = "0A"
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def _mount_unescape(text):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def parse_mounts(text):
+    """/proc/mounts text -> [{"device", "mountpoint", "fstype"}] in file order."""
+    out = []
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            out.append({"device": _mount_unescape(parts[0]), "mountpoint": _mount_unescape(parts[1]),
+                        "fstype": parts[2]})
+    return out
+
+
+def mount_of(path, mounts):
+    """The mount that holds ``path``: the longest mount point that is a prefix (the last one wins)."""
+    best = None
+    for m in mounts:
+        mp = m["mountpoint"].rstrip("/") or "/"
+        inside = path == mp or path.startswith(mp + "/") or mp == "/"
+        if inside and (best is None or len(mp) >= len(best["mountpoint"].rstrip("/") or "/")):
+            best = m
+    return best
+
+
+def block_device(device):
+    """"/dev/nvme0n1p2" -> "nvme0n1", "/dev/sda1" -> "sda", "/dev/vda" -> "vda"; None for non-/dev sources."""
+    if not device or not device.startswith("/dev/"):
+        return None
+    name = device[5:]
+    if name.startswith("mapper/") or "/" in name:
+        return None
+    m = re.match(r"^((?:nvme|mmcblk)\d+(?:n\d+)?)(?:p\d+)?$", name)
+    if m:
+        return m.group(1)
+    m = re.match(r"^([a-z]+)\d*$", name)
+    return m.group(1) if m else name
+
+
+def disk_info(path, mounts, statvfs_result, rotational_text):
+    """Free space and kind of the filesystem holding ``path``; ``local_ssd`` None when it cannot be told."""
+    info = {"path": path, "mountpoint": None, "fstype": None, "device": None, "free_gib": None,
+            "total_gib": None, "rotational": None, "network": None, "local_ssd": None, "reason": None}
+    try:
+        info["free_gib"] = round(statvfs_result.f_frsize * statvfs_result.f_bavail / 1073741824.0, 1)
+        info["total_gib"] = round(statvfs_result.f_frsize * statvfs_result.f_blocks / 1073741824.0, 1)
+    except (AttributeError, TypeError):
+        pass
+    m = mount_of(path, mounts) if mounts else None
+    if m is None:
+        info["reason"] = "mount table not readable"
+        return info
+    info.update(mountpoint=m["mountpoint"], fstype=m["fstype"], device=m["device"])
+    fstype = m["fstype"]
+    info["network"] = fstype in NETWORK_FS or fstype.startswith("nfs")
+    rot = (rotational_text or "").strip()
+    info["rotational"] = {"0": False, "1": True}.get(rot)
+    if info["network"]:
+        info["local_ssd"] = False
+        info["reason"] = "network filesystem (%s)" % fstype
+    elif fstype == "overlay":
+        info["reason"] = "container overlay: the disk under it is not visible from inside"
+    elif fstype in ("tmpfs", "ramfs"):
+        info["reason"] = "%s: memory, not a disk" % fstype
+    elif info["rotational"] is None:
+        info["reason"] = "no /sys/block/<dev>/queue/rotational for %s" % m["device"]
+    else:
+        info["local_ssd"] = not info["rotational"]
+        if info["rotational"]:
+            info["reason"] = "kernel says rotational (virtual disks often do whatever the medium)"
+    return info
+
+
+def _hex_addr(text):
+    """Address field of /proc/net/tcp{,6} ("0100007F:22C3") -> (address text, port)."""
+    addr, _, port = text.partition(":")
+    raw = bytes.fromhex(addr)
+    if len(raw) == 4:
+        ip = ".".join(str(b) for b in raw[::-1])
+    else:  # four 32-bit words, each in host (little-endian) order
+        words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]
+        flat = b"".join(words)
+        groups = ["%x" % int.from_bytes(flat[i:i + 2], "big") for i in range(0, 16, 2)]
+        if flat[:12] == b"\0" * 10 + b"\xff\xff":  # IPv4-mapped: written the way people read it
+            ip = "::ffff:" + ".".join(str(b) for b in flat[12:])
+        else:
+            ip = _compress_v6(":".join(groups))
+    return ip, int(port, 16)
+
+
+def _compress_v6(ip):
+    try:
+        import ipaddress
+
+        return str(ipaddress.ip_address(ip))
+    except ValueError:
+        return ip
+
+
+def is_loopback(address):
+    return address.startswith("127.") or address in ("::1", "::ffff:127.0.0.1") or address.startswith("::ffff:127.")
+
+
+def parse_proc_net_tcp(text, proto="tcp"):
+    """Listening sockets from /proc/net/tcp or tcp6: [{"proto", "address", "port", "inode"}]."""
+    out = []
+    for line in (text or "").splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 10 or parts[3] != _TCP_LISTEN:
+            continue
+        try:
+            address, port = _hex_addr(parts[1])
+        except ValueError:
+            continue
+        out.append({"proto": proto, "address": address, "port": port, "inode": parts[9]})
+    return out
+
+
+def socket_owners(listdir, readlink, read_file, inodes, max_fds=MAX_SOCKET_FDS):
+    """{inode: process name} for the given socket inodes, from /proc/<pid>/fd (what is readable)."""
+    owners = {}
+    if not inodes or listdir is None or readlink is None:
+        return owners
+    wanted = {"socket:[%s]" % i: i for i in inodes}
+    seen = 0
+    for pid in listdir("/proc") or ():
+        if not pid.isdigit():
+            continue
+        fds = listdir("/proc/%s/fd" % pid) or ()
+        for fd in fds:
+            seen += 1
+            if seen > max_fds:
+                return owners
+            target = readlink("/proc/%s/fd/%s" % (pid, fd))
+            if target in wanted and wanted[target] not in owners:
+                comm = read_file("/proc/%s/comm" % pid)
+                if isinstance(comm, bytes):
+                    comm = comm.decode("utf-8", "replace")
+                cmdline = read_file("/proc/%s/cmdline" % pid) or b""
+                if isinstance(cmdline, str):
+                    cmdline = cmdline.encode()
+                args = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0") if a][:4]
+                owners[wanted[target]] = {"pid": int(pid), "name": (comm or "").strip() or None,
+                                          "jupyter": any("jupyter" in a for a in args)}
+        if len(owners) == len(wanted):
+            break
+    return owners
+
+
+def parse_sshd_t(text):
+    """`sshd -T` output -> the settings the checklist reads (lower-case keys, text values)."""
+    keep = ("passwordauthentication", "kbdinteractiveauthentication", "permitrootlogin", "pubkeyauthentication",
+            "authenticationmethods", "permitemptypasswords", "logingracetime")
+    out = {}
+    ports = []
+    for line in (text or "").splitlines():
+        key, _, value = line.strip().partition(" ")
+        key = key.lower()
+        if key in keep and key not in out:
+            out[key] = value.strip()
+        elif key == "port":
+            ports.append(value.strip())
+    if ports:
+        out["port"] = ports
+    return out
+
+
+def parse_openssh_version(text):
+    """"OpenSSH_9.2p1 Debian-2+deb12u10, OpenSSL ..." -> "9.2p1"; "OpenSSH_9.2, OpenSSL" -> "9.2"."""
+    m = re.search(r"OpenSSH_(\d+\.\d+(?:p\d+)?)", text or "")
+    return m.group(1) if m else None
+
+
+def parse_dpkg_query(text):
+    """Lines "name<TAB>version<TAB>ii " -> {name: version} for installed packages only."""
+    out = {}
+    for line in (text or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) == 2 or len(parts) >= 3 and parts[2].strip().startswith("ii"):
+            out[parts[0].strip()] = parts[1].strip()
+    return out
+
+
+def parse_dist_info(names):
+    """site-packages entries ("torch-2.5.1+cu121.dist-info") -> {"torch": "2.5.1+cu121"} (names normalized)."""
+    out = {}
+    for entry in names or ():
+        if not entry.endswith(".dist-info"):
+            continue
+        stem = entry[: -len(".dist-info")]
+        name, sep, version = stem.partition("-")
+        if sep and version:
+            out[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return out
+
+
+def redact_url(url):
+    return _URL_CREDENTIALS.sub("***@", url)
+
+
+def parse_pip_conf(text):
+    """index-url / extra-index-url of a pip.conf (any section), credentials in URLs masked."""
+    out = {"index_url": [], "extra_index_url": []}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        key = key.strip().lower().replace("_", "-")
+        if key in ("index-url", "extra-index-url"):
+            out[key.replace("-", "_")] += [redact_url(v) for v in value.split() if v]
+    return out
+
+
+def parse_supervisorctl_status(text, program):
+    """`supervisorctl status PROGRAM` -> its state ("RUNNING", "FATAL", ...) or None."""
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in (program, "%s:%s" % (program, program)):
+            return parts[1]
+    return None
+
+
+def tls_probe(address, port, timeout=2.0):
+    """"tls" if a TLS handshake to address:port succeeds, "plain" if the peer answers but not with TLS,
+    None when nothing answers. Connects locally only; sends a ClientHello and nothing else."""
+    import socket
+    import ssl
+
+    target = "127.0.0.1" if address in ("0.0.0.0", "") else ("::1" if address == "::" else address)  # noqa: S104
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # only asks "does it speak TLS", trusts nothing it says
+    try:
+        sock = socket.create_connection((target, port), timeout=timeout)
+    except OSError:
+        return None
+    try:
+        with ctx.wrap_socket(sock, server_hostname=None):
+            return "tls"
+    except ssl.SSLError:
+        return "plain"
+    except OSError:
+        return "plain"
+    finally:
+        sock.close()
+
+
+def _site_packages(listdir, venv):
+    for lib in ("lib", "lib64"):
+        for entry in sorted(listdir("%s/%s" % (venv, lib)) or ()):
+            if re.match(r"^python3\.\d+$", entry):
+                return "%s/%s/%s/site-packages" % (venv, lib, entry), entry[len("python"):]
+    return None, None
+
+
+def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, readlink=None, stat=None,
+                      environ=None, geteuid=None, probe_tls=None, now=None, venv=GPUFLEET_VENV,
+                      data_dirs=DATA_DIRS):
+    """Readiness facts for the checklist. Every part has a value or a ``reason``; nothing raises."""
+    def safe(fn, *args):
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+    def rf(path):
+        data = safe(read_file, path)
+        return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+    def out_of(argv):
+        """(rc, stdout + stderr text) or None when the command is missing or failed to start."""
+        if run is None:
+            return None
+        res = safe(run, argv)
+        if not res:
+            return None
+        rc, out, err = res
+        text = b"".join(x if isinstance(x, bytes) else (x or "").encode() for x in (out, err))
+        return rc, text.decode("utf-8", "replace")
+
+    ls = (lambda p: safe(listdir, p) or []) if listdir else (lambda p: [])
+    result = {}
+
+    mounts = parse_mounts(rf("/proc/mounts"))
+    disks = []
+    for path in ("/",) + tuple(d for d in data_dirs if safe(exists, d)):
+        m = mount_of(path, mounts)
+        dev = block_device(m["device"]) if m else None
+        rot = rf("/sys/block/%s/queue/rotational" % dev) if dev else None
+        disks.append(disk_info(path, mounts, safe(statvfs, path) if statvfs else None, rot))
+    result["disks"] = disks
+
+    listeners = []
+    for proto, path in (("tcp", "/proc/net/tcp"), ("tcp6", "/proc/net/tcp6")):
+        listeners += [s for s in parse_proc_net_tcp(rf(path), proto) if not is_loopback(s["address"])]
+    listeners = listeners[:MAX_LISTENERS]
+    owners = safe(socket_owners, listdir, readlink, read_file, [s["inode"] for s in listeners]) or {}
+    for s in listeners:
+        owner = owners.get(s.pop("inode"))
+        s["process"] = owner["name"] if owner else None
+        s["jupyter"] = bool(owner and (owner["jupyter"] or "jupyter" in (owner["name"] or "")))
+        s["tls"] = None
+        if s["jupyter"] and probe_tls:
+            s["tls"] = safe(probe_tls, s["address"], s["port"])
+    result["listeners"] = {"readable": rf("/proc/net/tcp") is not None, "owners_readable": bool(owners),
+                           "sockets": listeners}
+
+    sshd = {"version": None, "version_source": None, "package_version": None, "config": None, "reason": None}
+    # sshd -V prints "OpenSSH_9.2" on Debian 12 (no portable suffix); ssh -V (the client, same source
+    # package) prints "OpenSSH_9.2p1 Debian-2+deb12u10": keep the most precise answer and say where from.
+    for argv in (["sshd", "-V"], ["/usr/sbin/sshd", "-V"], ["ssh", "-V"]):
+        res = out_of(argv)
+        ver = parse_openssh_version(res[1]) if res else None
+        if ver and (sshd["version"] is None or ("p" in ver and "p" not in sshd["version"])):
+            sshd["version"], sshd["version_source"] = ver, " ".join(argv)
+        if sshd["version"] and "p" in sshd["version"]:
+            break
+    is_root = safe(geteuid) == 0 if geteuid else False
+    if is_root:
+        res = out_of(["sshd", "-T"]) or out_of(["/usr/sbin/sshd", "-T"])
+        if res and res[0] == 0:
+            sshd["config"] = parse_sshd_t(res[1])
+        else:
+            sshd["reason"] = "sshd -T failed: %s" % (res[1].strip()[:200] if res else "sshd not found")
+    else:
+        sshd["reason"] = "not root: sshd -T (effective config) not read"
+    dpkg = out_of(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"] + list(DPKG_PACKAGES))
+    packages = parse_dpkg_query(dpkg[1]) if dpkg else {}
+    result["dpkg_readable"] = dpkg is not None
+    sshd["package_version"] = packages.get("openssh-server")
+    result["sshd"] = sshd
+    result["container_toolkit"] = {k: v for k, v in packages.items() if k in DPKG_PACKAGES and k != "openssh-server"}
+
+    site, pyver = _site_packages(ls, venv)
+    result["venv"] = {"path": venv, "exists": bool(safe(exists, venv)), "python": pyver,
+                      "packages": parse_dist_info(ls(site)) if site else {}}
+
+    pip = {"files": [], "env": {}}
+    for path in PIP_CONFIG_FILES + ("%s/pip.conf" % venv,):
+        conf = rf(path)
+        if conf is not None:
+            parsed = parse_pip_conf(conf)
+            parsed["path"] = path
+            pip["files"].append(parsed)
+    env = environ or {}
+    for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"):
+        if env.get(key):
+            pip["env"][key] = redact_url(env[key])
+    for line in (rf("/etc/environment") or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+            pip["env"].setdefault(key.strip(), redact_url(value.strip().strip('"').strip("'")))
+    result["pip"] = pip
+
+    mon = {"textfile": MONITORING_TEXTFILE, "textfile_age_s": None, "textfile_size": None, "program": None,
+           "reason": None}
+    st = safe(stat, MONITORING_TEXTFILE) if stat else None
+    if st is not None and now is not None:
+        mon["textfile_age_s"] = max(0, int(safe(now) - st.st_mtime)) if safe(now) is not None else None
+        mon["textfile_size"] = st.st_size
+    elif st is None:
+        mon["reason"] = "%s absent" % MONITORING_TEXTFILE
+    if safe(exists, SUPERVISORCTL):
+        res = out_of([SUPERVISORCTL, "status", MONITORING_PROGRAM])
+        status = parse_supervisorctl_status(res[1], MONITORING_PROGRAM) if res else None
+        mon["program"] = status
+    result["monitoring"] = mon
+    return result

@@ -36,6 +36,10 @@ import pickle
 import re
 import tempfile
 
+from . import audit as _audit
+from . import capacity as _capacity
+from . import features as _features
+
 SCHEMA = 1
 
 STATUSES = ("ok", "degraded", "failed", "unreachable", "no-gpu", "unknown")
@@ -73,8 +77,13 @@ CSV_COLUMNS = (
     "mig_mode", "ecc_mode", "ecc_volatile_corrected", "ecc_volatile_uncorrected", "ecc_aggregate_corrected",
     "ecc_aggregate_uncorrected", "retired_pages_pending", "remapped_rows_uncorrectable", "remapped_rows_pending",
     "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key", "peak_bf16_tflops",
-    "findings", "gate", "gate_passed", "host_reasons",
+    "features", "findings", "gate", "gate_passed", "host_reasons",
 )
+# The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels.
+CHECK_ITEMS = _audit.ITEMS
+CHECK_STATUSES = _audit.STATUSES
+# One status column per checklist item, after host_reasons (the texts are in fleet.json, .md, .html).
+CSV_COLUMNS += tuple("check_" + key for key, _ in CHECK_ITEMS)
 
 
 class ReportInputError(Exception):
@@ -403,8 +412,37 @@ def _gpu_row(gpu, gate_entries, gpu_findings):
         "remapped_rows_failure": rows.get("failure"), "nvlink_active": _num(nvlink.get("links_active")),
         "nvlink_total": _num(nvlink.get("links_total")), "lost": lost, "spec_key": spec.get("key"),
         "peak_bf16_tflops": peak, "measured_tflops": _measured_tflops(gate_entries) if gate_entries else None,
+        "features": _features_text(gpu.get("compute_capability")),
         "findings": findings, "gate": gate, "gate_passed": (all(passed) if passed else None),
     }
+
+
+_FEATURES_TEXT = {}
+
+
+def _features_text(cc):
+    """Feature matrix cell for a compute capability (features.text), cached per value."""
+    try:
+        hit = _FEATURES_TEXT.get(cc)
+    except TypeError:  # an unhashable value from odd input
+        cc, hit = repr(cc), None
+    if hit is None:
+        try:
+            hit = _features.text(_features.for_cc(cc))
+        except Exception as exc:  # defensive
+            hit = "unknown: %r" % exc
+        if len(_FEATURES_TEXT) < 1000:
+            _FEATURES_TEXT[cc] = hit
+    return hit
+
+
+def _checklist(result):
+    """The ten checklist items for a result (audit.checklist); unknown items if that fails."""
+    try:
+        return _audit.checklist(result)
+    except Exception as exc:  # defensive: one odd result must not sink the fleet report
+        reason = "checklist failed: %r" % exc
+    return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _ in CHECK_ITEMS}
 
 
 def _escalate(status, to):
@@ -416,6 +454,7 @@ def _escalate(status, to):
 def _host_summary(result):
     entry = _host_entry(result)
     entry["action"] = _action(entry)
+    entry["checklist"] = _checklist(result)
     return entry
 
 
@@ -576,6 +615,7 @@ def _safe_host_summary(r):
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
             "gpus": [], "gate": False, "doctor": None, "action": ACTION_CHECK, "warnings": [],
+            "checklist": _checklist({}),
         }
 
 
@@ -686,6 +726,14 @@ def _finish(hosts, now, results=None):
         "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
         "drift": drift,
     }
+    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _ in CHECK_ITEMS}
+    for h in hosts:
+        items = h.get("checklist") or _EMPTY
+        for key, _ in CHECK_ITEMS:
+            st = (items.get(key) or _EMPTY).get("status")
+            counts = checks[key]
+            counts[st if st in counts else "unknown"] += 1
+    totals["checklist"] = checks
     bad = [{"host": h["host"], "status": h["status"], "provider": h["provider"], "action": h["action"],
             "reasons": list(h["reasons"]), "simulated": h["simulated"]}
            for h in hosts if h["status"] != "ok"]
@@ -929,7 +977,8 @@ def _gate_text(gate):
 
 _CSV_HOST = ("host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
              "cuda_driver_version")
-_CSV_GPU = CSV_COLUMNS[len(_CSV_HOST):-1]
+_CSV_GPU = CSV_COLUMNS[len(_CSV_HOST):CSV_COLUMNS.index("host_reasons")]
+_CSV_CHECK = CSV_COLUMNS[CSV_COLUMNS.index("host_reasons") + 1:]
 _CSV_GPU_KEYS = tuple(k for k in _CSV_GPU if k not in ("gpu_index", "throttle_reasons", "findings", "gate"))
 
 
@@ -951,18 +1000,23 @@ def _csv_host_values(h):
             h["driver_version"], h["cuda_driver_version"]]
 
 
+def _check_statuses(h):
+    checks = h.get("checklist") or _EMPTY
+    return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _ in CHECK_ITEMS]
+
+
 def csv_rows(data):
     """Rows (dicts keyed by ``CSV_COLUMNS``): one per GPU, one per host without GPU details."""
     s = _as_summary(data)
     rows = []
     for h in s["hosts"]:
         base = _csv_host_values(h)
-        reasons = "; ".join(h["reasons"])
+        tail = ["; ".join(h["reasons"])] + _check_statuses(h)
         if not h["gpus"]:
-            rows.append(dict(zip(_CSV_HOST + ("host_reasons",), base + [reasons])))
+            rows.append(dict(zip(_CSV_HOST + ("host_reasons",) + _CSV_CHECK, base + tail)))
             continue
         for g in h["gpus"]:
-            rows.append(dict(zip(CSV_COLUMNS, base + _csv_gpu_values(g) + [reasons])))
+            rows.append(dict(zip(CSV_COLUMNS, base + _csv_gpu_values(g) + tail)))
     return rows
 
 
@@ -989,7 +1043,7 @@ def iter_csv(data):
     cache = {}
     for n, h in enumerate(s["hosts"], 1):
         base = [cell(v) for v in _csv_host_values(h)]
-        reasons = [cell("; ".join(h["reasons"]))]
+        reasons = [cell("; ".join(h["reasons"]))] + _check_statuses(h)
         if not h["gpus"]:
             writer.writerow(base + empty + reasons)
         else:
@@ -1066,12 +1120,67 @@ def _gpu_cells(h, g, tests, driver=None):
         _pair(g["pcie_gen_current"], g["pcie_gen_max"], "gen "),
         _pair(g["pcie_width_current"], g["pcie_width_max"], "x"),
         "" if g["temperature_c"] is None else "%s C" % _text(g["temperature_c"]), _power(g),
-        ", ".join(g["throttle_reasons"]), _ecc(g), "; ".join(g["findings"]),
+        ", ".join(g["throttle_reasons"]), _ecc(g), _text(g.get("features")), "; ".join(g["findings"]),
     ] + [_gate_cell(g, t) for t in tests]
 
 
 _GPU_HEADERS = ["GPU", "model", "memory", "CC", "driver / CUDA", "PCIe gen cur/max", "PCIe width cur/max",
-                "temp", "power/limit", "throttle", "ECC", "health findings"]
+                "temp", "power/limit", "throttle", "ECC", "features (pinned torch wheel)", "health findings"]
+
+
+# --------------------------------------------------------------------------- checklist (shared)
+# The checklist tables list this many hosts (those with a failed or warned item first); fleet.json
+# and fleet.csv always have every host.
+CHECKLIST_ROWS = 2000
+_CHECK_ORDER = {"fail": 0, "warn": 1, "unknown": 2, "ok": 3}
+
+
+def _check_rank(h):
+    items = h.get("checklist") or _EMPTY
+    return min([_CHECK_ORDER.get((items.get(k) or _EMPTY).get("status"), 2) for k, _ in CHECK_ITEMS])
+
+
+def _checklist_hosts(s):
+    """(hosts to list, total): hosts with a failed item first, then warned, unknown, ok; at most CHECKLIST_ROWS."""
+    hosts = s["hosts"]
+    if len(hosts) <= CHECKLIST_ROWS:
+        return [h for h in hosts if h.get("checklist")], len(hosts)
+    ranked = sorted(((_check_rank(h), i) for i, h in enumerate(hosts) if h.get("checklist")))
+    return [hosts[i] for _, i in ranked[:CHECKLIST_ROWS]], len(hosts)
+
+
+def _check_cell(h, key):
+    item = (h.get("checklist") or _EMPTY).get(key) or _EMPTY
+    return "%s: %s" % (item.get("status") or "unknown", _text(item.get("summary")) or "")
+
+
+def _check_count_rows(s):
+    counts = s["totals"].get("checklist") or {}
+    return [[label] + [str((counts.get(key) or {}).get(st, 0)) for st in CHECK_STATUSES] for key, label in CHECK_ITEMS]
+
+
+def _security_rows(hosts):
+    rows = []
+    for h in hosts:
+        sec = (h.get("checklist") or _EMPTY).get("security") or _EMPTY
+        for f in sec.get("findings") or ():
+            rows.append([h["host"], f.get("severity"), f.get("status"), f.get("message"), f.get("fix"),
+                         f.get("source")])
+            if len(rows) >= CHECKLIST_ROWS:
+                return rows
+    return rows
+
+
+def _capacity_rules():
+    return ["%s: %s (%s GB per billion parameters)" % (w["label"], w["rule"], _capacity.number_text(
+        w["bytes_per_param"] * w["overhead"])) for w in _capacity.WORKLOADS] + [
+        "usable memory: %d %% of each GPU; a model that only fits across the host's GPUs needs sharding "
+        "(tensor/pipeline parallel for inference, ZeRO-3 / FSDP for training); docs/capacity.md has worked examples"
+        % round(_capacity.USABLE_FRACTION * 100)]
+
+
+_CHECK_NOTE = ("Ten things a renter checks before paying, computed from the facts and the doctor's evidence "
+               "(docs/checklist.md); 'unknown' says which fact the host did not report.")
 
 
 def _money(value, digits=2):
@@ -1169,6 +1278,7 @@ def iter_markdown(data):
             out = []
     if out:
         yield "\n".join(out) + "\n"
+    yield from _md_checklist(s)
     tests = _gate_tests(s)
     out = []
     started = False
@@ -1192,6 +1302,34 @@ def iter_markdown(data):
         yield "\n".join(out) + "\n"
     if s["warnings"]:
         yield "\n".join(["", "## Warnings", ""] + ["- %s" % _md(w) for w in s["warnings"]]) + "\n"
+
+
+def _md_checklist(s):
+    listed, total = _checklist_hosts(s)
+    if not listed:
+        return
+    out = ["", "## Renter's checklist", "", _md(_CHECK_NOTE), ""]
+    out += _md_table(["item"] + list(CHECK_STATUSES), _check_count_rows(s))
+    out += [""]
+    if len(listed) < total:
+        out += ["%d of %d hosts, those with a failed or warned item first; fleet.json has every host." % (
+            len(listed), total), ""]
+    out += _md_table(["host", "status"] + [label for _, label in CHECK_ITEMS], [])
+    yield "\n".join(out) + "\n"
+    out = []
+    for n, h in enumerate(listed, 1):
+        out.append(_md_row([_md(h["host"]), h["status"]] + [_md(_check_cell(h, key)) for key, _ in CHECK_ITEMS]))
+        if n % _MD_HOSTS_PER_CHUNK == 0:
+            yield "\n".join(out) + "\n"
+            out = []
+    rules = _capacity_rules()
+    if rules:
+        out += ["", "Capacity rules of thumb:", ""] + ["- %s" % _md(r) for r in rules]
+    sec = _security_rows(listed)
+    if sec:
+        out += ["", "### Security findings", ""]
+        out += _md_table(["host", "severity", "status", "finding", "fix gpufleet applies", "source"], sec)
+    yield "\n".join(out) + "\n"
 
 
 def to_markdown(data):
@@ -1391,6 +1529,9 @@ def iter_html(data):
             yield "\n".join(parts) + "\n"
             parts = []
     parts.append("</tbody></table>")
+    yield "\n".join(parts) + "\n"
+    parts = []
+    yield from _html_checklist(s)
 
     tests = _gate_tests(s)
     total = sum(len(h["gpus"]) for h in s["hosts"])
@@ -1430,6 +1571,43 @@ def iter_html(data):
         parts.append("<h2>Warnings</h2>" + _reasons_html(s["warnings"]))
     parts.append("<script>%s</script>" % SORT_SCRIPT)
     parts.append("</body></html>")
+    yield "\n".join(parts) + "\n"
+
+
+_CHECK_CLS = {"fail": "fail", "ok": "pass", "unknown": "muted"}
+
+
+def _html_checklist(s):
+    listed, total = _checklist_hosts(s)
+    if not listed:
+        return
+    parts = ["<h2>Renter's checklist</h2>", '<p class="muted">%s</p>' % _h(_CHECK_NOTE),
+             _html_table(["item"] + list(CHECK_STATUSES), [[_td(c, cls=None if i == 0 else "num") for i, c in
+                                                            enumerate(row)] for row in _check_count_rows(s)],
+                         sortable=False)]
+    if len(listed) < total:
+        parts.append('<p class="muted">%d of %d hosts, those with a failed or warned item first; fleet.json has '
+                     "every host.</p>" % (len(listed), total))
+    parts.append(_html_head(["host", "status"] + [label for _, label in CHECK_ITEMS]))
+    for n, h in enumerate(listed, 1):
+        items = h.get("checklist") or _EMPTY
+        cells = [_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True)]
+        for key, _ in CHECK_ITEMS:
+            st = (items.get(key) or _EMPTY).get("status") or "unknown"
+            cells.append(_td(_check_cell(h, key), cls=_CHECK_CLS.get(st)))
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+        if n % _HTML_HOSTS_PER_CHUNK == 0:
+            yield "\n".join(parts) + "\n"
+            parts = []
+    parts.append("</tbody></table>")
+    rules = _capacity_rules()
+    if rules:
+        parts.append("<p>Capacity rules of thumb:</p>" + _reasons_html(rules))
+    sec = _security_rows(listed)
+    if sec:
+        parts.append("<h2>Security findings (%d)</h2>" % len(sec))
+        parts.append(_html_table(["host", "severity", "status", "finding", "fix gpufleet applies", "source"],
+                                 [[_td(c) for c in row] for row in sec]))
     yield "\n".join(parts) + "\n"
 
 

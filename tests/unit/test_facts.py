@@ -206,3 +206,22 @@ def test_high_temperature_is_a_warning(celsius, flagged):
     assert f["gpus"][0]["temperature_c"] == celsius
     assert (("high_temperature", "warning", 0) in codes(f)) is flagged
     assert (f["health"]["status"] == "degraded") is flagged
+
+
+def test_readiness_probes_are_opt_in_and_never_break_collect():
+    f = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"))
+    assert f["readiness"] is None
+    def boom(*a):
+        raise OSError("unreadable")
+    f = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"),
+                readiness={"listdir": boom, "readlink": boom, "stat": boom, "environ": {}, "geteuid": lambda: 1000,
+                           "probe_tls": None, "now": lambda: 0.0})
+    assert f["readiness"]["sshd"]["reason"] == "not root: sshd -T (effective config) not read"
+    assert f["readiness"]["listeners"]["readable"] is False and f["health"]["status"]
+
+
+def test_default_readiness_reads_this_machine():
+    kw = gf.default_readiness(data_dirs=["/tmp"], tls=False)  # noqa: S108 - only read
+    assert kw["probe_tls"] is None and kw["data_dirs"] == ("/tmp",)  # noqa: S108
+    f = gf.collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), readiness=kw)
+    assert f["readiness"]["disks"][0]["path"] == "/" and f["readiness"]["disks"][0]["free_gib"] > 0

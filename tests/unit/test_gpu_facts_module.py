@@ -63,17 +63,22 @@ def test_module_reads_recorded_nvidia_smi_xml(tmp_path):
     assert gpu["xid"]["readable"] is False
     assert gpu["health"]["status"] in ("ok", "degraded")
     assert isinstance(gpu["host"]["container"], bool) and gpu["host"]["os"]["id"]
+    # readiness probes run by default (read-only); their shape, whatever this machine is
+    ready = gpu["readiness"]
+    assert ready["disks"][0]["path"] == "/" and isinstance(ready["listeners"]["sockets"], list)
+    assert set(ready) >= {"sshd", "venv", "pip", "monitoring", "container_toolkit"}
     # nvidia-smi was asked for XML, under a timeout
     assert (tmp_path / "smi-args").read_text().split() == ["-q", "-x"]
 
 
 def test_module_reports_driver_mismatch(tmp_path):
     mismatch = FIXTURES / "nvidia_smi_text" / "error_nvml-driver-library-mismatch_shine-cluster-30.txt"
-    result = run_module(tmp_path, "kernel_log=false", smi_out=mismatch,
+    result = run_module(tmp_path, "kernel_log=false readiness=false", smi_out=mismatch,
                         smi_rc=18)
     gpu = result["ansible_facts"]["gpu"]
     assert gpu["error_code"] == "driver_library_mismatch"
     assert gpu["health"]["status"] == "failed"
+    assert gpu["readiness"] is None
 
 
 def test_module_without_nvidia_smi(tmp_path):

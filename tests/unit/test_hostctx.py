@@ -6,7 +6,7 @@ import types
 import pytest
 from gpufleet import hostctx
 
-from tests.unit.doubles import fixture_bytes
+from tests.unit.doubles import FIXTURES, fixture_bytes
 
 
 def log(name):
@@ -176,3 +176,142 @@ def test_real_host_readers_work_here():
     assert isinstance(h["container"], bool)
     assert h["init_system"] in ("systemd", "none")
     assert h["memory_total_mib"] and h["memory_total_mib"] > 0
+
+
+# ----------------------------------------------------------------------------- readiness probes
+def fx(name):
+    return (FIXTURES / "host" / name).read_text()
+
+
+def test_proc_net_tcp_recorded_in_a_container():
+    v4 = hostctx.parse_proc_net_tcp(fx("debian12_proc_net_tcp.txt"))
+    any4 = ".".join(["0"] * 4)  # read back from /proc/net/tcp, nothing binds
+    assert [(s["address"], s["port"]) for s in v4] == [("127.0.0.1", 8899), (any4, 8888), (any4, 22)]
+    v6 = hostctx.parse_proc_net_tcp(fx("debian12_proc_net_tcp6.txt"), "tcp6")
+    assert [(s["proto"], s["address"], s["port"], s["inode"]) for s in v6] == [("tcp6", "::", 22, "5054621")]
+    assert hostctx.is_loopback("127.0.0.1") and hostctx.is_loopback("::1") and not hostctx.is_loopback("::")
+
+
+def test_ipv6_loopback_and_mapped_addresses():
+    line = "  sl  local\n   0: %s:1F90 00000000000000000000000000000000:0000 0A 0 0 0 0 0 0 0 123 1\n"
+    assert hostctx.parse_proc_net_tcp(line % ("00000000000000000000000001000000"), "tcp6")[0]["address"] == "::1"
+    mapped = hostctx.parse_proc_net_tcp(line % ("0000000000000000FFFF00000100007F"), "tcp6")[0]
+    assert mapped["address"] == "::ffff:127.0.0.1" and mapped["port"] == 8080
+    assert hostctx.is_loopback(mapped["address"])
+
+
+def test_sshd_t_and_versions_recorded():
+    cfg = hostctx.parse_sshd_t(fx("debian12_sshd-T.txt"))
+    assert cfg["passwordauthentication"] == "yes" and cfg["kbdinteractiveauthentication"] == "no"
+    assert cfg["port"] == ["22"]
+    assert hostctx.parse_openssh_version(fx("debian12_ssh-V.txt")) == "9.2p1"
+    assert hostctx.parse_openssh_version("OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026") == "9.2"
+    assert hostctx.parse_openssh_version("unknown option -- V") is None
+    assert hostctx.parse_dpkg_query(fx("debian12_dpkg-query.txt")) == {"openssh-server": "1:9.2p1-2+deb12u10",
+                                                                         "python3": "3.11.2-1+b1"}
+
+
+@pytest.mark.parametrize(("device", "block"), [
+    ("/dev/nvme0n1p2", "nvme0n1"), ("/dev/sda1", "sda"), ("/dev/vda", "vda"), ("/dev/xvda1", "xvda"),
+    ("overlay", None), ("/dev/mapper/vg-root", None), ("tmpfs", None),
+])
+def test_block_device(device, block):
+    assert hostctx.block_device(device) == block
+
+
+def test_disk_kinds_from_recorded_mounts():
+    vfs = types.SimpleNamespace(f_frsize=4096, f_bavail=2621440, f_blocks=26214400)
+    vm = hostctx.parse_mounts(fx("vm_proc_mounts.txt"))
+    root = hostctx.disk_info("/", vm, vfs, "1\n")
+    assert (root["device"], root["fstype"], root["free_gib"], root["total_gib"]) == ("/dev/vda", "ext4", 10.0, 100.0)
+    assert root["rotational"] is True and root["local_ssd"] is False  # virtio disk says rotational here
+    assert hostctx.disk_info("/", vm, vfs, "0\n")["local_ssd"] is True
+    assert hostctx.disk_info("/", vm, vfs, None)["local_ssd"] is None
+    docker = hostctx.parse_mounts(fx("docker_proc_mounts.txt"))
+    over = hostctx.disk_info("/workspace", docker, vfs, None)
+    assert over["fstype"] == "overlay" and over["local_ssd"] is None and "overlay" in over["reason"]
+    nfs = hostctx.disk_info("/data/x", docker + [{"device": "srv:/d", "mountpoint": "/data", "fstype": "nfs4"}],
+                            vfs, None)
+    assert nfs["network"] is True and nfs["local_ssd"] is False and nfs["mountpoint"] == "/data"
+
+
+def test_pip_conf_masks_credentials_and_dist_info_names():
+    conf = hostctx.parse_pip_conf("[global]\nindex-url=https://pypi.org/simple\n[install]\n"
+                                  "extra_index_url = https://tok:s3cret@x.example/simple https://download.pytorch.org/whl/cu121\n")
+    assert conf == {"index_url": ["https://pypi.org/simple"],
+                    "extra_index_url": ["https://***@x.example/simple", "https://download.pytorch.org/whl/cu121"]}
+    assert hostctx.parse_dist_info(["torch-2.5.1+cu121.dist-info", "Jupyter_Server-2.14.0.dist-info", "x.py",
+                                    "nvidia_ml_py-13.615.71.dist-info"]) == {
+        "torch": "2.5.1+cu121", "jupyter-server": "2.14.0", "nvidia-ml-py": "13.615.71"}
+
+
+def test_supervisorctl_status():
+    out = "gpufleet-gpu-exporter            RUNNING   pid 41, uptime 0:03:12\n"
+    assert hostctx.parse_supervisorctl_status(out, "gpufleet-gpu-exporter") == "RUNNING"
+    assert hostctx.parse_supervisorctl_status("gpufleet-gpu-exporter: ERROR (no such process)\n",
+                                              "gpufleet-gpu-exporter") is None
+
+
+def test_tls_probe_tells_plain_http_from_nothing():
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def answer():
+        conn, _ = srv.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    assert hostctx.tls_probe("0.0.0.0", port, timeout=5) == "plain"  # noqa: S104 - the probe maps it to 127.0.0.1
+    t.join(5)
+    srv.close()
+    assert hostctx.tls_probe("127.0.0.1", port, timeout=1) is None  # nothing listens any more
+
+
+def test_tls_probe_sees_tls(tmp_path):
+    import shutil
+    import socket
+    import ssl
+    import subprocess
+    import threading
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl not installed: cannot make a test certificate")
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer():
+        conn, _ = srv.accept()
+        try:
+            with ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(1)
+        except (ssl.SSLError, OSError):
+            pass
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    assert hostctx.tls_probe("127.0.0.1", srv.getsockname()[1], timeout=5) == "tls"
+    t.join(5)
+    srv.close()
+
+
+def test_readiness_never_raises_on_broken_readers():
+    def boom(*a):
+        raise PermissionError("no")
+    r = hostctx.collect_readiness(read_file=boom, exists=boom, run=boom, statvfs=boom, listdir=boom, readlink=boom,
+                                  stat=boom, environ=None, geteuid=boom, probe_tls=boom, now=boom)
+    assert r["listeners"]["readable"] is False and r["sshd"]["version"] is None
+    assert r["venv"]["packages"] == {} and r["monitoring"]["reason"].endswith("absent")

@@ -11,6 +11,8 @@ Each check skips with a reason when its tool is missing; CI installs all of them
 """
 
 import copy
+import csv
+import io
 import json
 import os
 import re
@@ -325,3 +327,52 @@ def test_chromium_sorts_the_hosts_table_by_a_clicked_column(outdir, tmp_path):
     prices = ["$0.39", "$0.42", "$1.10", "$1.72", "$7.16", "$23.92"]
     assert asc == ["", ""] + prices + ["ascending"]
     assert desc == prices[::-1] + ["", "", "descending"]
+
+
+# --------------------------------------------------------------------------- the renter's checklist
+@pytest.fixture(scope="module")
+def checklist_summary():
+    from tests.unit.test_audit import h100
+
+    results = [r for r in report.load_results(FIXTURES, inventory_hosts=INVENTORY) if r.get("host") != "gpu-h100-01"]
+    results.append(h100(ctk="nvidia-container-toolkit\t1.17.4-1\tii \n"))
+    return report.summarize(results, now=NOW)
+
+
+def test_checklist_in_fleet_json_validates(validator, checklist_summary):
+    data = json.loads(report.to_json(checklist_summary))
+    assert _errors(validator, data) == []
+    h = next(x for x in data["hosts"] if x["host"] == "gpu-h100-01")
+    assert {k for k, _ in report.CHECK_ITEMS} == set(h["checklist"])  # fleet.json sorts keys
+    assert h["checklist"]["security"]["status"] == "fail"
+    assert {f["code"] for f in h["checklist"]["security"]["findings"]} >= {"ctk_below_floor", "jupyter_public_plain"}
+    unreachable = next(x for x in data["hosts"] if x["host"] == "gpu-unreach-05")
+    assert {v["status"] for v in unreachable["checklist"].values()} == {"unknown"}
+    assert data["totals"]["checklist"]["security"] == {"ok": 0, "warn": 0, "fail": 1, "unknown": len(data["hosts"]) - 1}
+    assert h["gpus"][0]["features"].endswith("cu121 wheel: yes")
+
+
+def test_checklist_in_markdown_html_and_csv(checklist_summary):
+    md = report.to_markdown(checklist_summary)
+    assert "## Renter's checklist" in md and "### Security findings" in md
+    assert "role nvidia_container_toolkit: nvidia_container_toolkit_version" in md
+    assert "full fine-tuning (Adam, mixed precision): 16 bytes/param" in md  # the rule next to the answers
+    assert "cu121 wheel: yes" in md
+    page = report.to_html(checklist_summary)
+    assert "<h2>Renter's checklist</h2>" in page and "Security findings (6)" in page
+    assert 'class="fail">fail: NVIDIA container toolkit' in page
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(checklist_summary))))
+    h100 = [r for r in rows if r["host"] == "gpu-h100-01"]
+    assert len(h100) == 8 and h100[0]["check_security"] == "fail" and h100[0]["check_capacity"] == "ok"
+    assert h100[0]["check_torch_cuda"] == "ok" and h100[0]["features"].startswith("TF32, BF16, FP8")
+    nogpu = next(r for r in rows if r["host"] == "gpu-unreach-05")
+    assert nogpu["check_security"] == "unknown"
+
+
+def test_checklist_tables_are_capped_worst_first(monkeypatch, checklist_summary):
+    monkeypatch.setattr(report, "CHECKLIST_ROWS", 2)
+    listed, total = report._checklist_hosts(checklist_summary)
+    assert total == len(checklist_summary["hosts"]) and len(listed) == 2
+    assert listed[0]["host"] == "gpu-a100-02" or any(
+        v["status"] == "fail" for v in listed[0]["checklist"].values())
+    assert "2 of %d hosts" % total in report.to_markdown(checklist_summary)

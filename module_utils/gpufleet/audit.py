@@ -1,0 +1,554 @@
+"""The renter's checklist: ten answers per host, and the security audit (item 10).
+
+``checklist(result)`` reads one per-host result of the report (``gpu`` = gpu_facts with
+``readiness``, ``doctor`` = the doctor's result with its evidence) and answers the ten questions
+renters ask before they pay (docs/checklist.md). Each item is ``{"status": ok|warn|fail|unknown,
+"summary": text, "reason": text|None}``; "unknown" always says which fact was missing. Nothing
+is guessed: a value the host did not report is never read as good or bad.
+
+``security(readiness, venv_packages)`` is item 10: installed versions against fixed floors with
+their sources (shared/reference/security-reliability.md), Jupyter listening publicly without TLS,
+password SSH login; each finding names the gpufleet role and variable that fixes it.
+Plain Python >= 3.8, stdlib only.
+"""
+
+import re
+
+from . import capacity, features
+
+REFERENCE = "shared/reference/security-reliability.md"
+
+ITEMS = (
+    ("torch_cuda", "torch / CUDA match"),
+    ("cudnn", "cuDNN"),
+    ("capacity", "GPU memory vs model sizes"),
+    ("features", "compute capability features"),
+    ("access", "Jupyter / SSH access"),
+    ("image", "image quality"),
+    ("multi_gpu", "NCCL / multi-GPU readiness"),
+    ("packages", "Python packages"),
+    ("monitoring", "monitoring"),
+    ("security", "security audit"),
+)
+STATUSES = ("ok", "warn", "fail", "unknown")
+_WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}
+
+# --- thresholds, each with where it comes from --------------------------------------------------
+# NVIDIA's PyTorch container docs start containers with --shm-size=1g --ulimit memlock=-1 for NCCL
+# and DataLoader workers; Docker's default /dev/shm is 64 MiB.
+SHM_MIN_MIB = 1024
+MEMLOCK_SOURCE = "NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1"
+ROOT_FREE_MIN_GIB = 50     # room for one 70B checkpoint in 4 bits or a 13B one in 16 bits, plus caches
+CPU_PER_GPU_MIN = 4        # data loading workers per GPU; fewer starves the GPU on image/text pipelines
+TEXTFILE_MAX_AGE_S = 300   # the exporter rewrites the file every few seconds; five minutes is stale
+WANTED_PACKAGES = ("torch", "transformers", "datasets", "accelerate", "tqdm")
+
+# --- security floors (all from REFERENCE) --------------------------------------------------------
+CTK_FLOOR = "1.17.8"
+CTK_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+                "libnvidia-container1")
+CTK_SOURCE = REFERENCE + " 4.1: CVE-2025-23266 (NVIDIAScape) and CVE-2025-23267 fixed in 1.17.8"
+SSH_AFFECTED = ("8.5p1", "9.8p1")  # CVE-2024-6387 (regreSSHion): 8.5p1 <= v < 9.8p1 on glibc Linux
+SSH_SOURCE = REFERENCE + " 1.4: regreSSHion CVE-2024-6387 affects 8.5p1 up to (not including) 9.8p1"
+# Distro packages that carry the backported fix: {(distro id, source package): fixed package version}.
+# The reference names none ("[UNVERIFIED for specific distro versions]"), so none is listed: a distro
+# build in the affected upstream range is reported "unverified" with its package version.
+SSH_DISTRO_FIXED = {}
+JUPYTER_ADVISORIES = (  # (fixed in, advisory) from REFERENCE 2.2
+    ("1.0.6", "GHSA-grfj-wjv9-4f9v / CVE-2020-26232 open redirect"),
+    ("1.15.4", "GHSA-p737-p57g-4cpr / CVE-2022-24757 tokens in log files"),
+    ("1.17.1", "GHSA-q874-g24w-4q9g / CVE-2022-29241 hidden files reachable"),
+    ("2.7.2", "GHSA-r726-vmfq-j9j3 / CVE-2023-39968 open redirect"),
+    ("2.7.2", "GHSA-64x5-55rw-9974 / CVE-2023-40170 XSSI"),
+    ("2.11.2", "GHSA-h56g-gq9v-vc8r / CVE-2023-49080 tracebacks in JSON errors"),
+    ("2.14.1", "GHSA-hrw6-wg82-cm62 / CVE-2024-35178 (Windows only)"),
+    ("2.18.0", "CVE-2026-40110 allow_origin_pat prefix match (CORS bypass)"),
+    ("2.18.0", "GHSA-5mrq-x3x5-8v8f / CVE-2026-40934 cookie secret never rotated"),
+    ("2.20.0", "GHSA-fcw5-x6j4-ccmp stored XSS via nbconvert handler"),
+)
+JUPYTER_UNRELEASED = "GHSA-c3mw-737p-c7g2 (token leak via Referer) is fixed in no release yet"
+JUPYTER_PROXY_FIXED = (("3.2.3", "4.0.0"), ("4.1.1", None))  # CVE-2024-28179: fixed 3.2.3 and 4.1.1
+
+FIX = {
+    "ctk": "role nvidia_container_toolkit: nvidia_container_toolkit_version >= 1.17.8-1 "
+           "(default) with nvidia_container_toolkit_enforce_floor: true",
+    "openssh": "not upgraded by gpufleet: apt-get install --only-upgrade openssh-server from the distro's "
+               "security archive (interim: LoginGraceTime 0 through role ssh_hardening)",
+    "jupyter_server": "role jupyter: its pinned jupyter_server (>= 2.20.0) replaces the image's",
+    "jupyter_proxy": "remove jupyter-server-proxy or upgrade it to >= 4.1.1 (role jupyter does not install it)",
+    "extra_index": "role torch installs from one index or the wheelhouse (torch_pip_index_url / "
+                   "torch_pip_wheelhouse) with PIP_CONFIG_FILE=/dev/null; remove extra-index-url from %s",
+    "jupyter_public": "role jupyter: binds to loopback (reach it through an SSH tunnel) or serves TLS",
+    "password_ssh": "role ssh_hardening: PasswordAuthentication no, KbdInteractiveAuthentication no "
+                    "(checked with sshd -T)",
+}
+
+
+# ----------------------------------------------------------------------------- small helpers
+def _d(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value):
+    return value if isinstance(value, list) else []
+
+
+def version_key(text):
+    """"9.2p1" -> (9, 2, 0, 1); "1.17.8-1" -> (1, 17, 8, 0, 1); "2.5.1+cu121" -> (2, 5, 1). None if unreadable."""
+    if not isinstance(text, str):
+        return None
+    text = text.split(":", 1)[-1] if re.match(r"^\d+:", text) else text
+    m = re.match(r"^(\d+(?:\.\d+)*)(?:p(\d+))?(?:[-~](\d+))?", text.strip())
+    if not m:
+        return None
+    nums = [int(x) for x in m.group(1).split(".")]
+    while len(nums) < 3:
+        nums.append(0)
+    return tuple(nums) + (int(m.group(2) or 0), int(m.group(3) or 0))
+
+
+def _worst(statuses):
+    statuses = list(statuses)
+    return max(statuses, key=lambda s: _WORST[s]) if statuses else "unknown"
+
+
+def _item(status, summary, reason=None, **extra):
+    out = {"status": status, "summary": summary, "reason": reason}
+    out.update(extra)
+    return out
+
+
+def _unknown(reason):
+    return _item("unknown", reason, reason)
+
+
+def _doctor_torch(doctor):
+    doctor = _d(doctor)
+    torch = _d(doctor.get("evidence")).get("torch")
+    if torch is None:
+        torch = doctor.get("torch")
+    return torch if isinstance(torch, dict) else None
+
+
+def _cuda_tuple(text):
+    m = re.match(r"^(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def cudnn_text(value):
+    """torch.backends.cudnn.version(): 90100 -> "9.1.0", 8902 -> "8.9.2"."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return None
+    if value >= 10000:
+        return "%d.%d.%d" % (value // 10000, value // 100 % 100, value % 100)
+    return "%d.%d.%d" % (value // 1000, value // 100 % 10, value % 100)
+
+
+# ----------------------------------------------------------------------------- items 1, 2, 7 (doctor)
+def torch_cuda(torch, facts):
+    if torch is None:
+        return _unknown("no doctor evidence about torch (run the doctor)")
+    if not torch.get("importable"):
+        return _item("fail", "torch not importable: %s" % (torch.get("import_error") or torch.get("error") or "?"))
+    version = torch.get("version") or "?"
+    if not torch.get("cuda"):
+        return _item("fail", "torch %s is a CPU build (torch.version.cuda is None)" % version)
+    driver_cuda = facts.get("cuda_driver_version")
+    text = "torch %s (CUDA %s), driver %s supports CUDA %s" % (version, torch["cuda"],
+                                                              facts.get("driver_version") or "?", driver_cuda or "?")
+    if torch.get("is_available") is False:
+        return _item("fail", text + "; torch.cuda.is_available() is False: %s" % (
+            torch.get("error") or torch.get("warning") or "see the doctor's findings"))
+    built, drv = _cuda_tuple(torch["cuda"]), _cuda_tuple(driver_cuda)
+    if built and drv and built[0] > drv[0]:
+        return _item("fail", text + "; the driver is a major CUDA version behind the build")
+    count = torch.get("device_count")
+    gpus = facts.get("gpu_count")
+    if isinstance(count, int) and isinstance(gpus, int) and count < gpus:
+        return _item("warn", text + "; torch sees %d of %d GPUs (CUDA_VISIBLE_DEVICES?)" % (count, gpus))
+    if built and drv and built > drv:
+        return _item("warn", text + "; runs only through CUDA minor version compatibility (PTX JIT may fail)")
+    if torch.get("is_available") is None:
+        return _item("unknown", text + "; is_available not reported", "torch.cuda.is_available() not reported")
+    return _item("ok", text + "; %s GPU(s) usable" % (count if count is not None else "?"))
+
+
+def cudnn(torch):
+    if torch is None:
+        return _unknown("no doctor evidence about torch (run the doctor)")
+    if not torch.get("importable") or not torch.get("cuda"):
+        return _item("fail", "no CUDA torch, so no cuDNN through torch")
+    if "cudnn_version" not in torch:
+        return _unknown("the doctor did not report torch.backends.cudnn.version()")
+    text = cudnn_text(torch.get("cudnn_version"))
+    if text is None:
+        return _item("fail", "torch.backends.cudnn.version() is None: cuDNN not loadable by torch")
+    if torch.get("is_available") is False:
+        return _item("warn", "cuDNN %s ships with torch, but CUDA is not usable" % text)
+    return _item("ok", "cuDNN %s loadable by torch" % text)
+
+
+def multi_gpu(torch, facts, host, count):
+    parts, statuses = [], []
+    shm = host.get("shm_size_mib")
+    if isinstance(shm, int):
+        ok = shm >= SHM_MIN_MIB
+        parts.append("/dev/shm %d MiB%s" % (  # noqa: S108 - report text, no file is made
+            shm, "" if ok else " (< %d MiB: NCCL and DataLoader fail)" % SHM_MIN_MIB))
+        statuses.append("ok" if ok else ("fail" if count > 1 else "warn"))
+    else:
+        parts.append("/dev/shm size unknown")  # noqa: S108 - report text
+        statuses.append("unknown")
+    mem = host.get("memlock_limit_kib")
+    if mem == "unlimited" or isinstance(mem, int) and mem < 0:
+        parts.append("memlock unlimited")
+        statuses.append("ok")
+    elif isinstance(mem, int):
+        parts.append("memlock %d KiB (NCCL/RDMA want unlimited)" % mem)
+        statuses.append("warn")
+    else:
+        parts.append("memlock unknown")
+        statuses.append("unknown")
+    if torch is None:
+        parts.append("NCCL/torchrun unknown (no doctor evidence)")
+        statuses.append("unknown")
+    else:
+        nccl = torch.get("nccl_version")
+        parts.append("NCCL %s" % nccl if nccl else "no NCCL in torch")
+        parts.append("torchrun %s" % ("present" if torch.get("torchrun") else "missing"))
+        statuses.append("ok" if nccl and torch.get("torchrun") else ("fail" if count > 1 else "warn"))
+    if count > 1:
+        link = capacity.interconnect_of(facts.get("gpus"))
+        parts.append({"nvlink": "NVLink between all GPUs", "pcie": "PCIe only between GPUs (no NVLink)",
+                      "unknown": "NVLink unknown"}.get(link, link))
+        statuses.append({"nvlink": "ok", "pcie": "warn"}.get(link, "unknown"))
+    else:
+        parts.append("%d GPU" % count)
+    status = _worst(statuses)
+    if count <= 1 and status == "fail":
+        status = "warn"
+    return _item(status, "; ".join(parts), None if status != "unknown" else "some multi-GPU facts missing")
+
+
+# ----------------------------------------------------------------------------- items 3 and 4
+_CAPACITY_CACHE = {}
+
+
+def capacity_item(facts):
+    """(item, advice): advice is shared between hosts with the same GPUs (read only)."""
+    gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
+    mems = tuple(g.get("memory_total_mib") for g in gpus)
+    key = (mems if len(set(mems)) > 1 else (mems[:1], len(mems)), capacity.interconnect_of(gpus))
+    hit = _CAPACITY_CACHE.get(key)
+    if hit is not None:
+        return hit
+    advice = capacity.for_host(gpus)
+    if advice.get("status") != "ok":
+        hit = (_unknown(advice["reason"]), None)
+    else:
+        hit = (_item("ok", capacity.summary_text(advice), largest={
+            w["key"]: [w["max_b_one_gpu"], w["max_b_all_gpus"]] for w in advice["workloads"]}), advice)
+    if len(_CAPACITY_CACHE) < 10000:
+        _CAPACITY_CACHE[key] = hit
+    return hit
+
+
+def features_item(facts):
+    texts = {}
+    statuses = []
+    for g in _l(facts.get("gpus")):
+        if not isinstance(g, dict):
+            continue
+        m = features.for_cc(g.get("compute_capability"))
+        name = "%s (CC %s)" % (g.get("name") or "GPU", g.get("compute_capability") or "?")
+        texts.setdefault(name, features.text(m))
+        if m.get("status") != "ok":
+            statuses.append("unknown")
+        elif m["pinned_wheel"]["kernels"] is False:
+            statuses.append("warn")
+        else:
+            statuses.append("ok")
+    if not statuses:
+        return _unknown("no GPU listed in the facts")
+    status = _worst(statuses)
+    return _item(status, "; ".join("%s: %s" % kv for kv in texts.items()),
+                 "compute capability not reported" if status == "unknown" else None)
+
+
+# ----------------------------------------------------------------------------- items 5, 6, 8, 9
+def access(readiness, findings):
+    listeners = _d(readiness.get("listeners"))
+    sockets = [s for s in _l(listeners.get("sockets")) if isinstance(s, dict)]
+    sshd = _d(readiness.get("sshd"))
+    config = _d(sshd.get("config"))
+    parts = []
+    ssh_ports = {int(p) for p in _l(config.get("port")) if str(p).isdigit()} or {22}
+    ssh_socks = [s for s in sockets if s.get("process") == "sshd" or s.get("port") in ssh_ports]
+    if ssh_socks:
+        pw = config.get("passwordauthentication")
+        parts.append("SSH on %s (%s)" % (",".join(sorted({str(s["port"]) for s in ssh_socks})),
+                                         "password login %s" % pw if pw else "auth settings unknown"))
+    elif listeners.get("readable"):
+        parts.append("no SSH listener seen")
+    jup = [s for s in sockets if s.get("jupyter")]
+    for s in jup:
+        parts.append("Jupyter public on %s:%s (%s)" % (s.get("address"), s.get("port"),
+                                                       {"tls": "TLS", "plain": "plain HTTP, no TLS"}.get(
+                                                           s.get("tls"), "TLS unknown")))
+    if listeners.get("readable") and not jup:
+        parts.append("no public Jupyter" + ("" if listeners.get("owners_readable") else
+                                            " (socket owners not readable: not root?)"))
+    if not listeners.get("readable") and not sshd:
+        return _unknown("no listening-socket facts (readiness probes not run)")
+    codes = {f["code"]: f for f in findings}
+    if "jupyter_public_plain" in codes:
+        status = "fail"
+    elif "password_ssh" in codes:
+        status = "warn"
+    elif ssh_socks or jup:
+        status = "ok"
+    else:
+        status = "unknown"
+    return _item(status, "; ".join(parts), None if status != "unknown" else "no SSH or Jupyter listener identified")
+
+
+def image(facts, readiness, count):
+    host = _d(facts.get("host"))
+    if not host:
+        return _unknown("no host context in the facts")
+    os_ = _d(host.get("os"))
+    venv = _d(readiness.get("venv"))
+    where = host.get("container_kind") if host.get("container") else (host.get("virtualization") or "bare metal")
+    parts = ["%s" % (os_.get("pretty_name") or os_.get("id") or "OS unknown"),
+             "kernel %s" % (host.get("kernel") or "?"),
+             "Python %s (venv)" % venv["python"] if venv.get("python") else "gpufleet venv Python unknown",
+             "%s %s" % ("container" if host.get("container") else "host", where or ""),
+             "init %s" % (host.get("init_system") or "?")]
+    statuses = []
+    cpu = _d(host.get("cpu"))
+    cores = cpu.get("quota") or cpu.get("count")
+    if isinstance(cores, (int, float)) and count:
+        per = cores / float(count)
+        parts.append("%.1f CPU cores per GPU" % per)
+        statuses.append("ok" if per >= CPU_PER_GPU_MIN else "warn")
+    for disk in _l(readiness.get("disks")):
+        free = disk.get("free_gib")
+        text = "%s %s GiB free" % (disk.get("path"), "?" if free is None else free)
+        kind = {True: "local SSD", False: "not local SSD"}.get(disk.get("local_ssd"))
+        text += " (%s%s)" % (disk.get("fstype") or "?", ", " + kind if kind else "")
+        parts.append(text)
+        if disk.get("path") == "/" and isinstance(free, (int, float)):
+            statuses.append("ok" if free >= ROOT_FREE_MIN_GIB else "warn")
+        if disk.get("network") or disk.get("local_ssd") is False and disk.get("path") != "/":
+            statuses.append("warn")
+    if not readiness:
+        parts.append("disk facts unknown (readiness probes not run)")
+    return _item(_worst(statuses) if statuses else "ok", "; ".join(parts))
+
+
+def packages(readiness):
+    venv = _d(readiness.get("venv"))
+    if not venv:
+        return _unknown("no venv facts (readiness probes not run)")
+    if not venv.get("exists"):
+        return _item("warn", "gpufleet venv %s absent (role torch not applied)" % venv.get("path"))
+    pkgs = _d(venv.get("packages"))
+    have = ["%s %s" % (n, pkgs[n]) for n in WANTED_PACKAGES if n in pkgs]
+    missing = [n for n in WANTED_PACKAGES if n not in pkgs]
+    text = ", ".join(have) or "none of %s" % ", ".join(WANTED_PACKAGES)
+    if missing:
+        text += "; missing: %s (role torch: torch_extra_packages)" % ", ".join(missing)
+    return _item("ok" if not missing else ("warn" if "torch" in pkgs else "fail"), text)
+
+
+def monitoring(readiness):
+    mon = _d(readiness.get("monitoring"))
+    if not mon:
+        return _unknown("no monitoring facts (readiness probes not run)")
+    age = mon.get("textfile_age_s")
+    prog = mon.get("program")
+    parts = []
+    if age is None:
+        parts.append("no exporter textfile (%s)" % (mon.get("reason") or mon.get("textfile")))
+        status = "fail"
+    elif age <= TEXTFILE_MAX_AGE_S:
+        parts.append("textfile fresh (%d s old)" % age)
+        status = "ok"
+    else:
+        parts.append("textfile stale (%d s old)" % age)
+        status = "warn"
+    if prog:
+        parts.append("gpufleet-gpu-exporter %s" % prog)
+        if prog != "RUNNING":
+            status = _worst([status, "warn"])
+    else:
+        parts.append("exporter program not seen in supervisord")
+    if status == "fail":
+        parts.append("role gpu_monitoring not applied")
+    return _item(status, "; ".join(parts))
+
+
+# ----------------------------------------------------------------------------- item 10: security
+def _finding(code, severity, status, message, fix, source=None):
+    return {"code": code, "severity": severity, "status": status, "message": message, "fix": fix, "source": source}
+
+
+def security(readiness, container=None):
+    """Security findings (affected, unverified or unknown) and the checks that passed."""
+    findings, passed, unknown = [], [], []
+    ctk = _d(readiness.get("container_toolkit"))
+    if readiness.get("dpkg_readable") is False:
+        unknown.append("package versions (dpkg-query not available)")
+    elif not ctk:
+        passed.append("NVIDIA container toolkit not installed%s" % (" (inside a container)" if container else ""))
+    else:
+        low = {p: v for p, v in ctk.items() if (version_key(v) or (0,)) < version_key(CTK_FLOOR)}
+        if low:
+            findings.append(_finding("ctk_below_floor", "critical", "affected", "NVIDIA container toolkit %s < %s" % (
+                ", ".join("%s %s" % kv for kv in sorted(low.items())), CTK_FLOOR), FIX["ctk"], CTK_SOURCE))
+        else:
+            passed.append("NVIDIA container toolkit >= %s" % CTK_FLOOR)
+        if len({v for v in ctk.values()}) > 1:
+            findings.append(_finding("ctk_versions_differ", "warning", "affected",
+                                     "container toolkit packages at different versions: %s" % ", ".join(
+                                         "%s %s" % kv for kv in sorted(ctk.items())), FIX["ctk"],
+                                     REFERENCE + " 4.2 (all four packages at one version)"))
+    sshd = _d(readiness.get("sshd"))
+    ver = sshd.get("version")
+    vk = version_key(ver)
+    if vk is None:
+        unknown.append("OpenSSH version")
+    elif version_key(SSH_AFFECTED[0]) <= vk < version_key(SSH_AFFECTED[1]):
+        pkg = sshd.get("package_version")
+        fixed = None
+        for (_distro, _src), fixed_version in SSH_DISTRO_FIXED.items():
+            if pkg and fixed_version and version_key(pkg) and version_key(pkg) >= version_key(fixed_version):
+                fixed = fixed_version
+        if fixed:
+            passed.append("OpenSSH %s, package %s has the CVE-2024-6387 fix (>= %s)" % (ver, pkg, fixed))
+        elif pkg:
+            findings.append(_finding(
+                "openssh_regresshion", "warning", "unverified",
+                "OpenSSH %s is in the CVE-2024-6387 range; distro package %s may carry the backported fix, and "
+                "the reference names no fixed package version: check the distro's advisory" % (ver, pkg),
+                FIX["openssh"], SSH_SOURCE))
+        else:
+            findings.append(_finding("openssh_regresshion", "critical", "affected",
+                                     "OpenSSH %s is in the CVE-2024-6387 range (8.5p1 <= v < 9.8p1)" % ver,
+                                     FIX["openssh"], SSH_SOURCE))
+    else:
+        passed.append("OpenSSH %s outside the CVE-2024-6387 range" % ver)
+    pkgs = _d(_d(readiness.get("venv")).get("packages"))
+    js = pkgs.get("jupyter-server")
+    if js:
+        open_ = [adv for fixed, adv in JUPYTER_ADVISORIES if (version_key(js) or (0,)) < version_key(fixed)]
+        if open_:
+            findings.append(_finding("jupyter_server_advisories", "critical" if len(open_) > 2 else "warning",
+                                     "affected", "jupyter_server %s: %d published advisories: %s" % (
+                                         js, len(open_), "; ".join(open_)), FIX["jupyter_server"],
+                                     REFERENCE + " 2.2"))
+        else:
+            passed.append("jupyter_server %s (%s)" % (js, JUPYTER_UNRELEASED))
+    proxy = pkgs.get("jupyter-server-proxy")
+    if proxy and version_key(proxy):
+        pk = version_key(proxy)
+        fixed = any(version_key(lo) <= pk and (hi is None or pk < version_key(hi)) for lo, hi in JUPYTER_PROXY_FIXED)
+        if not fixed:
+            findings.append(_finding("jupyter_server_proxy", "critical", "affected",
+                                     "jupyter-server-proxy %s: CVE-2024-28179 (websocket proxy without auth)" % proxy,
+                                     FIX["jupyter_proxy"], REFERENCE + " 2.2"))
+    pip = _d(readiness.get("pip"))
+    extra = [(f.get("path"), u) for f in _l(pip.get("files")) for u in _l(_d(f).get("extra_index_url"))]
+    if _d(pip.get("env")).get("PIP_EXTRA_INDEX_URL"):
+        extra.append(("PIP_EXTRA_INDEX_URL", pip["env"]["PIP_EXTRA_INDEX_URL"]))
+    if extra and "torch" in pkgs:
+        findings.append(_finding(
+            "torch_extra_index", "warning", "unverified",
+            "pip on this host adds an extra index (%s): torch %s and its dependencies may have come from either "
+            "index (dependency confusion, torchtriton Dec 2022)" % ("; ".join("%s: %s" % e for e in extra),
+                                                                  pkgs["torch"]),
+            FIX["extra_index"] % ", ".join(sorted({e[0] for e in extra})), REFERENCE + " 5.1-5.2"))
+    elif extra:
+        passed.append("extra pip index configured, but no torch in the gpufleet venv")
+    elif pip:
+        passed.append("no extra pip index")
+    listeners = _d(readiness.get("listeners"))
+    for s in _l(listeners.get("sockets")):
+        if not _d(s).get("jupyter"):
+            continue
+        where = "%s:%s" % (s.get("address"), s.get("port"))
+        if s.get("tls") == "plain":
+            findings.append(_finding("jupyter_public_plain", "critical", "affected",
+                                     "Jupyter listens publicly on %s without TLS" % where, FIX["jupyter_public"],
+                                     REFERENCE + " 2.1 (binding, TLS)"))
+        elif s.get("tls") is None:
+            findings.append(_finding("jupyter_public_tls_unknown", "warning", "unknown",
+                                     "Jupyter listens publicly on %s; TLS not checked" % where,
+                                     FIX["jupyter_public"], REFERENCE + " 2.1"))
+    if not listeners.get("readable"):
+        unknown.append("listening sockets")
+    config = _d(sshd.get("config"))
+    if config:
+        pw = config.get("passwordauthentication")
+        kbd = config.get("kbdinteractiveauthentication")
+        if pw == "yes" or kbd == "yes":
+            findings.append(_finding("password_ssh", "warning", "affected",
+                                     "sshd -T: passwordauthentication %s, kbdinteractiveauthentication %s" % (pw, kbd),
+                                     FIX["password_ssh"], REFERENCE + " 1.5 and 1.8"))
+        else:
+            passed.append("SSH password login off (sshd -T)")
+    else:
+        unknown.append("sshd effective config (%s)" % (sshd.get("reason") or "not read"))
+    return {"findings": findings, "passed": passed, "unknown": unknown}
+
+
+def security_item(audit):
+    sev = {f["severity"] for f in audit["findings"]}
+    affected = [f for f in audit["findings"] if f["status"] == "affected"]
+    if "critical" in sev and affected:
+        status = "fail"
+    elif audit["findings"]:
+        status = "warn"
+    elif audit["unknown"] and not audit["passed"]:
+        status = "unknown"
+    else:
+        status = "ok"
+    parts = [f["message"] for f in audit["findings"]] or ["no finding"]
+    if audit["unknown"]:
+        parts.append("not checked: %s" % ", ".join(audit["unknown"]))
+    return _item(status, "; ".join(parts), "nothing could be checked" if status == "unknown" else None,
+                 findings=audit["findings"], passed=audit["passed"])
+
+
+# ----------------------------------------------------------------------------- the checklist
+def checklist(result):
+    """The ten items for one per-host result (see the module docstring). Never raises on odd data."""
+    facts = _d(result.get("gpu"))
+    readiness = _d(facts.get("readiness"))
+    torch = _doctor_torch(result.get("doctor"))
+    host = _d(facts.get("host"))
+    gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
+    count = len(gpus) or (facts.get("gpu_count") if isinstance(facts.get("gpu_count"), int) else 0)
+    if not facts:
+        reason = "no GPU facts in the result"
+        out = {key: _unknown(reason) for key, _ in ITEMS}
+        if torch is not None:
+            out["torch_cuda"] = torch_cuda(torch, facts)
+            out["cudnn"] = cudnn(torch)
+        return out
+    audit = security(readiness, host.get("container")) if readiness else None
+    cap, _ = capacity_item(facts)
+    out = {
+        "torch_cuda": torch_cuda(torch, facts),
+        "cudnn": cudnn(torch),
+        "capacity": cap,
+        "features": features_item(facts),
+        "access": access(readiness, audit["findings"] if audit else []) if readiness else
+        _unknown("readiness probes not run (gpu_facts readiness: false or an older gpufleet)"),
+        "image": image(facts, readiness, count),
+        "multi_gpu": multi_gpu(torch, facts, host, count),
+        "packages": packages(readiness),
+        "monitoring": monitoring(readiness),
+        "security": security_item(audit) if audit else _unknown("readiness probes not run"),
+    }
+    return out
