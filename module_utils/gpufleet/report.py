@@ -6,6 +6,10 @@ by ``playbooks/report.yml``::
     {"host", "reachable", "failed", "reason", "provider", "price_per_hour",
      "gpu": <gpu facts> | null, "gate": [..] | null, "doctor": {..} | null, "collected_at"}
 
+Each host also gets the renter's checklist (``audit.checklist``: ten items computed from the
+facts' readiness probes and the doctor's evidence, docs/checklist.md) and each GPU its feature
+matrix (``features``); the checklist is a separate section and does not change a host's status.
+
 ``load_results`` reads them (and lists inventory hosts that left no file as unreachable),
 ``summarize`` turns them into a status per host, fleet totals, the list of hosts to return
 or fix and the hosts whose driver / CUDA version drifts from the fleet's usual one, and
