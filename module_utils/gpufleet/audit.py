@@ -122,6 +122,16 @@ def _unknown(reason):
     return _item("unknown", reason, reason)
 
 
+# Answers shared by every host that lacks the same fact (read only: the report never changes them).
+_NO_DOCTOR = _unknown("no doctor evidence about torch (run the doctor)")
+_NO_READINESS = {
+    "access": _unknown("readiness probes not run (gpu_facts readiness: false or an older gpufleet)"),
+    "packages": _unknown("no venv facts (readiness probes not run)"),
+    "monitoring": _unknown("no monitoring facts (readiness probes not run)"),
+    "security": _unknown("readiness probes not run"),
+}
+
+
 def _doctor_torch(doctor):
     doctor = _d(doctor)
     torch = _d(doctor.get("evidence")).get("torch")
@@ -147,7 +157,7 @@ def cudnn_text(value):
 # ----------------------------------------------------------------------------- items 1, 2, 7 (doctor)
 def torch_cuda(torch, facts):
     if torch is None:
-        return _unknown("no doctor evidence about torch (run the doctor)")
+        return _NO_DOCTOR
     if not torch.get("importable"):
         return _item("fail", "torch not importable: %s" % (torch.get("import_error") or torch.get("error") or "?"))
     version = torch.get("version") or "?"
@@ -175,7 +185,7 @@ def torch_cuda(torch, facts):
 
 def cudnn(torch):
     if torch is None:
-        return _unknown("no doctor evidence about torch (run the doctor)")
+        return _NO_DOCTOR
     if not torch.get("importable") or not torch.get("cuda"):
         return _item("fail", "no CUDA torch, so no cuDNN through torch")
     if "cudnn_version" not in torch:
@@ -188,7 +198,7 @@ def cudnn(torch):
     return _item("ok", "cuDNN %s loadable by torch" % text)
 
 
-def multi_gpu(torch, facts, host, count):
+def multi_gpu(torch, facts, host, count, link=None):
     parts, statuses = [], []
     shm = host.get("shm_size_mib")
     if isinstance(shm, int):
@@ -218,7 +228,7 @@ def multi_gpu(torch, facts, host, count):
         parts.append("torchrun %s" % ("present" if torch.get("torchrun") else "missing"))
         statuses.append("ok" if nccl and torch.get("torchrun") else ("fail" if count > 1 else "warn"))
     if count > 1:
-        link = capacity.interconnect_of(facts.get("gpus"))
+        link = link or capacity.interconnect_of(facts.get("gpus"))
         parts.append({"nvlink": "NVLink between all GPUs", "pcie": "PCIe only between GPUs (no NVLink)",
                       "unknown": "NVLink unknown"}.get(link, link))
         statuses.append({"nvlink": "ok", "pcie": "warn"}.get(link, "unknown"))
@@ -234,11 +244,11 @@ def multi_gpu(torch, facts, host, count):
 _CAPACITY_CACHE = {}
 
 
-def capacity_item(facts):
+def capacity_item(facts, link=None):
     """(item, advice): advice is shared between hosts with the same GPUs (read only)."""
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
     mems = tuple(g.get("memory_total_mib") for g in gpus)
-    key = (mems if len(set(mems)) > 1 else (mems[:1], len(mems)), capacity.interconnect_of(gpus))
+    key = (mems if len(set(mems)) > 1 else (mems[:1], len(mems)), link or capacity.interconnect_of(gpus))
     hit = _CAPACITY_CACHE.get(key)
     if hit is not None:
         return hit
@@ -256,18 +266,28 @@ def capacity_item(facts):
 def features_item(facts):
     texts = {}
     statuses = []
+    seen = {}
     for g in _l(facts.get("gpus")):
         if not isinstance(g, dict):
             continue
+        key = (g.get("name"), g.get("compute_capability"))
+        try:
+            if key in seen:
+                statuses.append(seen[key])
+                continue
+        except TypeError:  # unhashable odd input
+            key = repr(key)
         m = features.for_cc(g.get("compute_capability"))
         name = "%s (CC %s)" % (g.get("name") or "GPU", g.get("compute_capability") or "?")
-        texts.setdefault(name, features.text(m))
+        if name not in texts:
+            texts[name] = features.cell(g.get("compute_capability"))
         if m.get("status") != "ok":
             statuses.append("unknown")
         elif m["pinned_wheel"]["kernels"] is False:
             statuses.append("warn")
         else:
             statuses.append("ok")
+        seen[key] = statuses[-1]
     if not statuses:
         return _unknown("no GPU listed in the facts")
     status = _worst(statuses)
@@ -536,19 +556,21 @@ def checklist(result):
             out["torch_cuda"] = torch_cuda(torch, facts)
             out["cudnn"] = cudnn(torch)
         return out
-    audit = security(readiness, host.get("container")) if readiness else None
-    cap, _ = capacity_item(facts)
+    link = capacity.interconnect_of(gpus)
+    cap, _ = capacity_item(facts, link)
     out = {
         "torch_cuda": torch_cuda(torch, facts),
         "cudnn": cudnn(torch),
         "capacity": cap,
         "features": features_item(facts),
-        "access": access(readiness, audit["findings"] if audit else []) if readiness else
-        _unknown("readiness probes not run (gpu_facts readiness: false or an older gpufleet)"),
+        "access": None,
         "image": image(facts, readiness, count),
-        "multi_gpu": multi_gpu(torch, facts, host, count),
-        "packages": packages(readiness),
-        "monitoring": monitoring(readiness),
-        "security": security_item(audit) if audit else _unknown("readiness probes not run"),
+        "multi_gpu": multi_gpu(torch, facts, host, count, link),
     }
+    if readiness:
+        audit = security(readiness, host.get("container"))
+        out.update(access=access(readiness, audit["findings"]), packages=packages(readiness),
+                   monitoring=monitoring(readiness), security=security_item(audit))
+    else:
+        out.update(_NO_READINESS)
     return out

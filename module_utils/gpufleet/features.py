@@ -67,6 +67,22 @@ def for_cc(cc):
     return result
 
 
+_CELLS = {}
+
+
+def cell(cc):
+    """``text(for_cc(cc))``, cached per value (the report asks once per GPU)."""
+    try:
+        hit = _CELLS.get(cc)
+    except TypeError:  # unhashable odd input
+        return text(for_cc(cc))
+    if hit is None:
+        hit = text(for_cc(cc))
+        if len(_CELLS) < 1000:
+            _CELLS[cc] = hit
+    return hit
+
+
 def text(matrix):
     """Short cell text: the features present, then the pinned wheel's answer."""
     if matrix.get("status") != "ok":

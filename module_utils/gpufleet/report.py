@@ -421,23 +421,12 @@ def _gpu_row(gpu, gate_entries, gpu_findings):
     }
 
 
-_FEATURES_TEXT = {}
-
-
 def _features_text(cc):
-    """Feature matrix cell for a compute capability (features.text), cached per value."""
+    """Feature matrix cell for a compute capability (features.cell, cached there)."""
     try:
-        hit = _FEATURES_TEXT.get(cc)
-    except TypeError:  # an unhashable value from odd input
-        cc, hit = repr(cc), None
-    if hit is None:
-        try:
-            hit = _features.text(_features.for_cc(cc))
-        except Exception as exc:  # defensive
-            hit = "unknown: %r" % exc
-        if len(_FEATURES_TEXT) < 1000:
-            _FEATURES_TEXT[cc] = hit
-    return hit
+        return _features.cell(cc)
+    except Exception as exc:  # defensive
+        return "unknown: %r" % exc
 
 
 def _checklist(result):
@@ -1321,8 +1310,11 @@ def _md_checklist(s):
     out += _md_table(["host", "status"] + [label for _, label in CHECK_ITEMS], [])
     yield "\n".join(out) + "\n"
     out = []
+    cache = {}  # cell text -> Markdown: most cells repeat across hosts
     for n, h in enumerate(listed, 1):
-        out.append(_md_row([_md(h["host"]), h["status"]] + [_md(_check_cell(h, key)) for key, _ in CHECK_ITEMS]))
+        cells = [_check_cell(h, key) for key, _ in CHECK_ITEMS]
+        out.append(_md_row([_md(h["host"]), h["status"]] + [cache[c] if c in cache else _md_cache(cache, c)
+                                                              for c in cells]))
         if n % _MD_HOSTS_PER_CHUNK == 0:
             yield "\n".join(out) + "\n"
             out = []
@@ -1593,12 +1585,19 @@ def _html_checklist(s):
         parts.append('<p class="muted">%d of %d hosts, those with a failed or warned item first; fleet.json has '
                      "every host.</p>" % (len(listed), total))
     parts.append(_html_head(["host", "status"] + [label for _, label in CHECK_ITEMS]))
+    cache = {}  # (status, cell text) -> <td>: most cells repeat across hosts
     for n, h in enumerate(listed, 1):
         items = h.get("checklist") or _EMPTY
         cells = [_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True)]
         for key, _ in CHECK_ITEMS:
             st = (items.get(key) or _EMPTY).get("status") or "unknown"
-            cells.append(_td(_check_cell(h, key), cls=_CHECK_CLS.get(st)))
+            ck = (st, _check_cell(h, key))
+            td = cache.get(ck)
+            if td is None:
+                td = _td(ck[1], cls=_CHECK_CLS.get(st))
+                if len(cache) < 100000:
+                    cache[ck] = td
+            cells.append(td)
         parts.append("<tr>" + "".join(cells) + "</tr>")
         if n % _HTML_HOSTS_PER_CHUNK == 0:
             yield "\n".join(parts) + "\n"
