@@ -578,13 +578,19 @@ def redact_url(url):
 def parse_pip_conf(text):
     """index-url / extra-index-url of a pip.conf (any section), credentials in URLs masked."""
     out = {"index_url": [], "extra_index_url": []}
+    current = None  # key whose value continues on indented lines (ini multi-line values)
     for line in (text or "").splitlines():
+        if current and line[:1] in (" ", "\t") and line.strip() and not line.strip().startswith(("#", ";")):
+            out[current] += [redact_url(v) for v in line.split() if v]
+            continue
+        current = None
         key, sep, value = line.partition("=")
         if not sep:
             continue
         key = key.strip().lower().replace("_", "-")
         if key in ("index-url", "extra-index-url"):
-            out[key.replace("-", "_")] += [redact_url(v) for v in value.split() if v]
+            current = key.replace("-", "_")
+            out[current] += [redact_url(v) for v in value.split() if v]
     return out
 
 

@@ -240,6 +240,9 @@ def test_pip_conf_masks_credentials_and_dist_info_names():
                                   "extra_index_url = https://tok:s3cret@x.example/simple https://download.pytorch.org/whl/cu121\n")
     assert conf == {"index_url": ["https://pypi.org/simple"],
                     "extra_index_url": ["https://***@x.example/simple", "https://download.pytorch.org/whl/cu121"]}
+    multi = hostctx.parse_pip_conf("[global]\nextra-index-url =\n    https://download.pytorch.org/whl/cu121\n"
+                                   "    https://a:b@mirror.example/simple\ntimeout = 60\n  # indented comment\n")
+    assert multi["extra_index_url"] == ["https://download.pytorch.org/whl/cu121", "https://***@mirror.example/simple"]
     assert hostctx.parse_dist_info(["torch-2.5.1+cu121.dist-info", "Jupyter_Server-2.14.0.dist-info", "x.py",
                                     "nvidia_ml_py-13.615.71.dist-info"]) == {
         "torch": "2.5.1+cu121", "jupyter-server": "2.14.0", "nvidia-ml-py": "13.615.71"}
