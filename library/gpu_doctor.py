@@ -17,7 +17,9 @@ description:
   - Applies the rules of C(module_utils/gpufleet/doctor_rules.py) (reference page C(docs/doctor-rules.md))
     and returns C(ansible_facts.gpu_doctor) - status, findings (code, severity, remedy class, evidence,
     meaning, remedy) and what no rule could classify, with the raw evidence.
-  - Changes nothing on the host.
+  - Changes nothing on the host, with one exception it cannot prevent - run as root, NVML and libcuda create
+    missing C(/dev/nvidia*) nodes themselves (as every C(nvidia-smi) call does); the nodes are listed before
+    those libraries are called, and the ones that appeared are in C(evidence.device_nodes_created_by_probes).
 version_added: "0.1.0"
 author:
   - gpufleet contributors
@@ -40,7 +42,7 @@ options:
   timeout:
     description: Seconds each child probe (torch, cuInit, nvidia-smi) may run before it is killed.
     type: int
-    default: 60
+    default: 120
   kernel_log:
     description: Read the kernel log for Xid lines (C(dmesg), C(journalctl -k), C(/var/log/kern.log)).
     type: bool
@@ -160,7 +162,7 @@ def main():
             python=dict(type="path", default="/opt/gpufleet/venv/bin/python"),
             expected_gpu_count=dict(type="int"),
             gpu_expected=dict(type="bool"),
-            timeout=dict(type="int", default=60),
+            timeout=dict(type="int", default=120),
             kernel_log=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
         ),
@@ -174,6 +176,7 @@ def main():
     start = time.monotonic()
     run = _runner(module, p["timeout"])
     host = doctor_probe.Host(run)
+    nodes = host.glob(doctor_probe.DEV_GLOB)  # before NVML / libcuda, which create missing nodes as root
     try:
         gpu = gpufacts.gpu_facts(pynvml, lambda: run([p["nvidia_smi_path"], "-q", "-x"]))
         gpufacts.explain_without_driver(gpu, os.path.exists)
@@ -184,7 +187,7 @@ def main():
                             driver_cuda=nvml.get("cuda_driver_version"))
         evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
                                        cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
-                                       gpu_expected=p["gpu_expected"], timeout=p["timeout"])
+                                       gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes)
         result = doctor_probe.examine(evidence)
     except Exception:
         module.fail_json(msg="gpu_doctor failed while gathering evidence (a bug, please report it)",

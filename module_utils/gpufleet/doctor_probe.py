@@ -281,11 +281,16 @@ def in_container(host):
 
 
 def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None, expected_gpu_count=None,
-           gpu_expected=None, timeout=60):
-    """The doctor's evidence for this host. ``gpu_facts``: facts.gpu_facts() output (NVML / nvidia-smi)."""
+           gpu_expected=None, timeout=120, device_nodes=None):
+    """The doctor's evidence for this host. ``gpu_facts``: facts.gpu_facts() output (NVML / nvidia-smi).
+
+    ``device_nodes``: the /dev/nvidia* nodes listed before NVML or libcuda were called - run as root, the
+    driver's user-space libraries create missing nodes themselves (mknod, or nvidia-modprobe); the nodes that
+    appeared while probing are listed in ``device_nodes_created_by_probes``.
+    """
     errors = []
     ev = {"expected_gpu_count": expected_gpu_count, "gpu_expected": gpu_expected}
-    ev["device_nodes"] = host.glob(DEV_GLOB)
+    ev["device_nodes"] = device_nodes if device_nodes is not None else host.glob(DEV_GLOB)
     ev["proc_modules"] = host.read(PROC_MODULES) or None
     ev["proc_driver_version"] = host.read(PROC_DRIVER)
     if gpu_facts is not None:
@@ -306,6 +311,7 @@ def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None
         errors.append("nvswitch/fabric manager probe failed: %r" % exc)
     ev["kernel_log"] = facts.kernel_log_facts(kernel_log) if kernel_log is not None else None
     ev["in_container"] = in_container(host)
+    ev["device_nodes_created_by_probes"] = sorted(set(host.glob(DEV_GLOB)) - set(ev["device_nodes"]))
     ev["probe_errors"] = errors
     return ev
 

@@ -206,8 +206,8 @@ def m_no_driver(v):
 def m_container_without_gpus(v):
     if v.get("in_container") is not True or v["device_nodes"] is None or not v.get("gpu_expected"):
         return None
-    if v["gpu_nodes"] or "/dev/nvidiactl" in v["device_nodes"]:
-        return None
+    if v["gpu_nodes"]:
+        return None  # /dev/nvidiactl alone is no GPU: NVML / libcuda create it themselves when run as root
     out = {"in_container": True, "device_nodes": sorted(v["device_nodes"])}
     out.update(_no_driver_signs(v))
     if v["driver_version"]:
@@ -491,8 +491,10 @@ RULES = [
           remedy="Ask the provider for the missing GPUs or a refund; check Xid 79 first.",
           source=DESIGN + " (GPU count lower than rented)"),
     _rule(code="persistence_mode_off", severity="info", remedy_class="fixable", match=m_persistence_off,
+          remedy_class_of=host_side_in_container,
           meaning="Persistence mode is off: the driver state is torn down between jobs (slower start-up).",
-          remedy="Enable nvidia-persistenced (not the deprecated nvidia-smi -pm).",
+          remedy="Enable nvidia-persistenced (not the deprecated nvidia-smi -pm); in a container the machine's "
+                 "owner (the provider) must do it.",
           source=REF + " section 2.8"),
 ]
 

@@ -1,0 +1,112 @@
+"""Filters of the remediate role: what to fix on a host, and what came of it.
+
+Pure functions over the gpu_doctor result (ansible_facts.gpu_doctor), unit tested in
+tests/unit/test_remediate_filters.py.
+"""
+
+# code -> (fix group, how it is fixed). A group is one task file of the role (tasks/fix_<group>.yml).
+ACTIONS = {
+    "cuda_link_wrong_target": ("links", "repoint /usr/local/cuda and the loader configuration (cuda_links role)"),
+    "ld_library_path_shadowing": ("links", "take CUDA directories out of the global LD_LIBRARY_PATH and extra "
+                                           "ld.so.conf entries (cuda_links role)"),
+    "cuda_visible_devices_empty_or_invalid": ("env", "remove CUDA_VISIBLE_DEVICES from the file that sets it "
+                                                     "(a copy is kept)"),
+    "cpu_only_wheel": ("torch", "reinstall torch with the CUDA variant the driver supports (torch role)"),
+    "wrong_variant_for_driver": ("torch", "install the torch variant the driver supports (torch role)"),
+    "arch_missing_from_wheel": ("torch", "install a torch build whose arch list covers the GPU (torch role)"),
+    "libcudart_not_found": ("torch", "reinstall torch with its CUDA runtime wheels (torch role)"),
+    "nvidia_uvm_not_loaded": ("modules", "load nvidia_uvm (nvidia-modprobe -u -c 0, else modprobe) and at boot"),
+    "device_nodes_missing": ("modules", "create the device nodes (nvidia-modprobe -u -c 0)"),
+    "error_802_fabric_manager": ("fabric_manager", "start and enable nvidia-fabricmanager"),
+    "persistence_mode_off": ("persistence", "enable nvidia-persistenced (nvidia-smi -pm 1 where it is missing)"),
+}
+GROUP_ORDER = ("env", "links", "modules", "fabric_manager", "persistence", "torch")
+
+
+def remediate_plan(doctor, codes=None, only_when_unusable=True, allow_reboot=False):
+    """What to do on this host: {act, why_not, items, groups, reboot, provider, manual}."""
+    doctor = doctor or {}
+    allowed = set(codes) if codes is not None else set(ACTIONS)
+    findings = [f for f in doctor.get("findings") or () if isinstance(f, dict)]
+    in_container = ((doctor.get("evidence") or {}).get("in_container")) is True
+    plan = {"act": False, "why_not": None, "items": [], "groups": [], "reboot": [], "provider": [], "manual": []}
+    for f in findings:
+        code, cls = f.get("code"), f.get("remedy_class")
+        if cls == "provider":
+            plan["provider"].append(code)
+        elif cls == "reboot":
+            plan["reboot"].append(code)
+        elif cls == "fixable" and code in ACTIONS and code in allowed:
+            group, how = ACTIONS[code]
+            plan["items"].append({"code": code, "group": group, "how": how, "severity": f.get("severity")})
+        elif cls == "fixable":
+            plan["manual"].append(code)
+    plan["reboot_now"] = bool(plan["reboot"]) and bool(allow_reboot) and not in_container
+    if not plan["items"] and not plan["reboot_now"]:
+        plan["why_not"] = "nothing this role can fix" if findings else "no findings"
+    elif only_when_unusable and doctor.get("cuda_usable") is True:
+        plan["why_not"] = "CUDA is usable here (remediate_only_when_unusable)"
+    else:
+        plan["act"] = True
+        present = {i["group"] for i in plan["items"]}
+        plan["groups"] = [g for g in GROUP_ORDER if g in present]
+    return plan
+
+
+def remediate_plan_lines(plan):
+    """One line per planned fix, for people: "would fix CODE by HOW"."""
+    lines = ["would fix %s by %s" % (i["code"], i["how"]) for i in plan.get("items", ())] if plan.get("act") else []
+    if plan.get("reboot_now"):
+        lines.append("would reboot for %s" % ", ".join(plan["reboot"]))
+    if plan.get("why_not"):
+        lines.append("nothing to do: %s" % plan["why_not"])
+    lines += ["needs the provider: %s" % c for c in plan.get("provider", ())]
+    lines += ["needs a reboot: %s" % c for c in plan.get("reboot", ()) if not plan.get("reboot_now")]
+    lines += ["not automated, see its remedy: %s" % c for c in plan.get("manual", ())]
+    return lines
+
+
+def _by_code(doctor):
+    return {f.get("code"): f for f in (doctor or {}).get("findings") or () if isinstance(f, dict)}
+
+
+def remediate_record(before, after, plan, failures=None, check_mode=False):
+    """Outcome per host: state plus fixed / still_broken (with why) / needs_provider / needs_reboot / planned."""
+    failures = failures or {}
+    was, now = _by_code(before), _by_code(after if after is not None else before)
+    record = {"state": None, "acted": bool(plan.get("act")) and not check_mode, "fixed": [], "still_broken": [],
+              "needs_provider": [], "needs_reboot": [], "planned": [], "not_automated": list(plan.get("manual", ()))}
+    if check_mode and plan.get("act"):
+        record["planned"] = [{"code": i["code"], "how": i["how"]} for i in plan["items"]]
+    for item in plan.get("items", ()) if record["acted"] else ():
+        code = item["code"]
+        if code not in now:
+            record["fixed"].append(code)
+        else:
+            why = failures.get(item["group"]) or "the fix ran but the doctor still finds it"
+            record["still_broken"].append({"code": code, "why": why})
+    for code, f in now.items():
+        entry = {"code": code, "meaning": f.get("meaning"), "remedy": f.get("remedy")}
+        if f.get("remedy_class") == "provider":
+            record["needs_provider"].append(entry)
+        elif f.get("remedy_class") == "reboot":
+            record["needs_reboot"].append(entry)
+    if check_mode and record["planned"]:
+        record["state"] = "planned"
+    elif record["still_broken"]:
+        record["state"] = "still_broken"
+    elif record["needs_provider"]:
+        record["state"] = "needs_provider"
+    elif record["needs_reboot"]:
+        record["state"] = "needs_reboot"
+    elif record["fixed"]:
+        record["state"] = "fixed"
+    else:
+        record["state"] = "nothing_to_fix" if not was else "unchanged"
+    return record
+
+
+class FilterModule:
+    def filters(self):
+        return {"remediate_plan": remediate_plan, "remediate_plan_lines": remediate_plan_lines,
+                "remediate_record": remediate_record}

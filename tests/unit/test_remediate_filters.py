@@ -1,0 +1,105 @@
+"""The remediate role's plan and record filters, on diagnoses made from recorded evidence."""
+
+import importlib.util
+import pathlib
+
+import pytest
+from gpufleet import doctor, doctor_rules
+from test_doctor import CASES, ev_cvd, ev_link, ev_xid79, healthy
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "remediate_filters", ROOT / "roles/remediate/filter_plugins/remediate.py")
+rf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rf)
+
+
+def dx(ev):
+    result = doctor.diagnose(ev)
+    result["evidence"] = ev
+    return result
+
+
+def test_every_fixable_rule_has_an_action_or_is_named_manual():
+    fixable = {r["code"] for r in doctor_rules.RULES if r["remedy_class"] == "fixable"}
+    assert set(rf.ACTIONS) <= fixable
+    assert fixable - set(rf.ACTIONS) == {"error_804_forward_compat"}  # not automated: see its remedy
+
+
+def test_role_defaults_and_known_codes_are_the_actions():
+    import yaml
+    defaults = yaml.safe_load((ROOT / "roles/remediate/defaults/main.yml").read_text())
+    known = yaml.safe_load((ROOT / "roles/remediate/vars/main.yml").read_text())["__remediate_known_codes"]
+    assert sorted(defaults["remediate_codes"]) == sorted(known) == sorted(rf.ACTIONS)
+
+
+def test_healthy_host_plans_nothing():
+    plan = rf.remediate_plan(dx(healthy()))
+    assert plan["act"] is False and plan["why_not"] == "no findings" and plan["items"] == []
+    assert rf.remediate_plan_lines(plan) == ["nothing to do: no findings"]
+
+
+def test_broken_links_and_env_are_planned_in_order():
+    ev = ev_cvd()
+    ev["cudatk"] = ev_link()["cudatk"]
+    plan = rf.remediate_plan(dx(ev))
+    assert plan["act"] and plan["groups"] == ["env", "links"]
+    lines = rf.remediate_plan_lines(plan)
+    assert any(line.startswith("would fix cuda_visible_devices_empty_or_invalid by remove") for line in lines)
+
+
+def test_only_when_unusable_leaves_working_hosts_alone():
+    d = dx(ev_link())  # a warning only; torch works
+    assert d["cuda_usable"] is True
+    assert rf.remediate_plan(d)["act"] is False
+    assert "CUDA is usable" in rf.remediate_plan(d)["why_not"]
+    assert rf.remediate_plan(d, only_when_unusable=False)["act"] is True
+
+
+def test_codes_not_allowed_are_not_fixed():
+    plan = rf.remediate_plan(dx(ev_cvd()), codes=["cpu_only_wheel"])
+    assert plan["act"] is False and plan["manual"] == ["cuda_visible_devices_empty_or_invalid"]
+
+
+@pytest.mark.parametrize("code", ["xid_79_fallen_off_bus", "fewer_gpus_than_rented", "no_driver"])
+def test_provider_findings_are_never_acted_on(code):
+    plan = rf.remediate_plan(dx(CASES[code]()))
+    assert code in plan["provider"] and all(i["code"] != code for i in plan["items"])
+
+
+def test_reboot_only_when_allowed_and_never_in_a_container():
+    d = dx(CASES["driver_library_mismatch"]())
+    assert rf.remediate_plan(d)["reboot_now"] is False
+    assert rf.remediate_plan(d, allow_reboot=True)["reboot_now"] is True
+    d["evidence"]["in_container"] = True
+    assert rf.remediate_plan(d, allow_reboot=True)["reboot_now"] is False
+
+
+def test_record_fixed_still_broken_and_provider():
+    ev = ev_cvd()
+    ev["cudatk"] = ev_link()["cudatk"]
+    ev["kernel_log"] = ev_xid79()["kernel_log"]
+    before = dx(ev)
+    plan = rf.remediate_plan(before)
+    after_ev = ev_xid79()
+    after_ev["env"] = {"CUDA_VISIBLE_DEVICES": ""}
+    after = dx(after_ev)  # links fixed, env still there, Xid 79 of course still there
+    rec = rf.remediate_record(before, after, plan, {"env": "fix_env | Refuse ...: set by the container"})
+    assert rec["fixed"] == ["cuda_link_wrong_target"]
+    assert rec["still_broken"] == [{"code": "cuda_visible_devices_empty_or_invalid",
+                                    "why": "fix_env | Refuse ...: set by the container"}]
+    assert [p["code"] for p in rec["needs_provider"]] == ["xid_79_fallen_off_bus"]
+    assert rec["state"] == "still_broken"
+
+
+def test_record_in_check_mode_is_the_plan():
+    before = dx(ev_cvd())
+    plan = rf.remediate_plan(before)
+    rec = rf.remediate_record(before, None, plan, {}, check_mode=True)
+    assert rec["state"] == "planned" and rec["acted"] is False and rec["fixed"] == []
+    assert rec["planned"][0]["code"] == "cuda_visible_devices_empty_or_invalid"
+
+
+def test_record_on_healthy_host():
+    d = dx(healthy())
+    assert rf.remediate_record(d, d, rf.remediate_plan(d))["state"] == "nothing_to_fix"
