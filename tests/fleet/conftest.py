@@ -1,0 +1,105 @@
+"""Fixtures of the reliability suites: real SSH container hosts, isolated ansible runs.
+
+These tests start containers and take minutes, so `pytest tests` (the fast inner loop) skips them;
+they run when tests/fleet is named on the command line (`make fleet-tests`) or with
+GPUFLEET_FLEET_TESTS=1.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def _asked_for(config):
+    if os.environ.get("GPUFLEET_FLEET_TESTS") == "1":
+        return True
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if path == HERE or HERE in path.parents:
+            return True
+    return False
+
+
+def _docker_ready():
+    if not shutil.which("docker"):
+        return "docker is not installed"
+    image = os.environ.get("GPUFLEET_FT_IMAGE", "gpufleet/debian:12")
+    res = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
+    if res.returncode != 0:
+        return "%s is missing (scripts/test-images 12)" % image
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    mine = [item for item in items if HERE in Path(str(item.fspath)).resolve().parents]
+    if not mine:
+        return
+    if not _asked_for(config):
+        skip = pytest.mark.skip(reason="fleet tests start containers: run them with make fleet-tests")
+    else:
+        why = _docker_ready()
+        if not why:
+            return
+        skip = pytest.mark.skip(reason=why)
+    for item in mine:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ft_workdir():
+    """One folder per session for keys, inventories, run outputs, logs, fact caches and reports.
+    Not under pytest's basetemp: other pytest sessions in the same checkout prune those while we run.
+    Kept after the session for post-mortems (a few MB); GPUFLEET_FT_WORKDIR names another parent."""
+    parent = os.environ.get("GPUFLEET_FT_WORKDIR") or None
+    path = Path(tempfile.mkdtemp(prefix="gpufleet-ft-", dir=parent))
+    print("\nfleet tests work in %s" % path)
+    return path
+
+
+SECRET = "ft-Pw-%s" % os.urandom(6).hex()
+
+
+TRAINER = {"name": "trainer", "command": "/bin/sleep infinity", "user": "trainer"}
+HEARTBEAT = {"name": "heartbeat", "command": "/bin/sleep infinity"}
+
+
+@pytest.fixture(scope="session")
+def fleet_run(ft_workdir, request):
+    """A fleet with one unreachable and one broken host, after one site.yml run with secrets set.
+
+    Hosts (inventory order): pf-01 lacks the user 'trainer' that a supervisord program runs as
+    (the provider image of the other hosts creates it), so the supervisord role fails there after
+    its input checks, once supervisor is installed and configured, at 'program_item | Look up the
+    program's user'; pf-02 and pf-03 are healthy; pf-gone points at a closed port. The run uses
+    serial 2 and the default max_fail_percentage (100). Every password a role takes is set to
+    SECRET (the secret scan). The toolkit role skips these hosts (they are containers) as on rented
+    container hosts; test_interrupted.py forces it."""
+    import fleetlib as fl
+
+    fleet = fl.Fleet(ft_workdir / "partial", "pf", base_port=fl.BASE_PORT)
+    request.addfinalizer(fleet.remove)
+    hosts = fleet.start(3)
+    for host in hosts:
+        fl.seed_gpu_host(host, fleet.workdir)
+    for host in hosts[1:]:
+        host.exec("useradd --system --no-create-home trainer")
+    gone_port = fl.closed_port(fl.BASE_PORT + 9)
+    group_vars = fl.role_vars(fleet.workdir, ctk=False)
+    group_vars["supervisord_programs"] = [HEARTBEAT, TRAINER]
+    group_vars.update(fl.secret_vars(SECRET))
+    inventory = fleet.inventory(fleet.workdir / "hosts.json", group_vars=group_vars, extra_hosts={
+        "gpufleet-ft-pf-gone": {"ansible_host": "127.0.0.1", "ansible_port": gone_port}})
+    runner = fl.Runner(fleet.workdir / "run")
+    with fl.ProcessWatcher([h.name for h in hosts]) as watcher:
+        started = time.monotonic()
+        rc, out, rec = runner.playbook("site.yml", inventory, extra_vars={"gpufleet_serial": 2}, args=["--diff"])
+        seconds = time.monotonic() - started
+    return {"fleet": fleet, "hosts": hosts, "inventory": inventory, "runner": runner, "rc": rc, "out": out,
+            "recap": rec, "seconds": seconds, "processes": watcher.seen, "secret": SECRET, "group_vars": group_vars}

@@ -1,0 +1,120 @@
+"""Interrupted runs: ansible-playbook site.yml killed at task boundaries (SIGKILL: the laptop or the
+connection is gone; SIGINT: Ctrl-C) at every role's configure step and at a few install steps.
+After each kill the host's configs are valid; a full re-run converges; a third run reports changed=0.
+
+One host, fresh. Kill point k is reached by run k, which also re-runs everything run k-1 left
+unfinished, so the chain of killed runs is itself a chain of re-runs after interruptions."""
+
+import os
+import signal
+import time
+
+import fleetlib as fl
+import pytest
+
+# (task as ansible prints it in "TASK [...]", signal, seconds after the banner): in run order.
+KILL_POINTS = [
+    ("supervisord : configure | Write the main config (checked by supervisor's own parser first)", signal.SIGKILL, 0.3),
+    ("supervisord : service | Start supervisord directly (host without an init system)", signal.SIGINT, 0.2),
+    ("nvidia_container_toolkit : install | Install the local packages in dependency order", signal.SIGKILL, 1.5),
+    ("nvidia_container_toolkit : configure | Register the nvidia runtime in daemon.json (merged, backed up, parsed "
+     "before it replaces the file)", signal.SIGINT, 0.3),
+    ("cuda_links : backup | Copy each file into the backup folder", signal.SIGKILL, 0.2),
+    ("cuda_links : configure | Write the one CUDA ld.so.conf.d file", signal.SIGKILL, 0.2),
+    ("torch : install | Install the pinned torch packages into the venv", signal.SIGKILL, 4.0),
+    ("ssh_hardening : configure | Write the candidate config (checked with sshd -t first; /etc/ssh is not touched)",
+     signal.SIGKILL, 0.2),
+    ("jupyter : configure | Write the config (checked by module_utils/gpufleet/jupyter.py on the host first)",
+     signal.SIGKILL, 0.2),
+]
+
+# Every config the roles write, checked after each kill: (description, shell check that exits 0 when valid).
+CONFIG_CHECKS = [
+    ("supervisord main config parses (the role's own checker)",
+     "f=/etc/gpufleet/supervisor/supervisord.conf; [ ! -e $f ] || "
+     "/opt/gpufleet/supervisor/bin/python /opt/gpufleet/supervisor/bin/gpufleet-supervisor-check $f"),
+    ("every supervisord program file parses",
+     "for p in /etc/gpufleet/supervisor/conf.d/*.conf; do [ -e \"$p\" ] || continue; "
+     "/opt/gpufleet/supervisor/bin/python /opt/gpufleet/supervisor/bin/gpufleet-supervisor-check "
+     "/etc/gpufleet/supervisor/supervisord.conf \"$p\" \"$(basename \"$p\" .conf)\" || exit 1; done"),
+    ("daemon.json parses as JSON", "f=/etc/docker/daemon.json; [ ! -e $f ] || python3 -m json.tool $f >/dev/null"),
+    ("containerd drop-in parses as TOML",
+     "f=/etc/containerd/conf.d/99-nvidia.toml; [ ! -e $f ] || "
+     "python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], \"rb\"))' $f"),
+    ("every ld.so.conf.d entry is an existing folder and ldconfig reads them",
+     "for f in /etc/ld.so.conf.d/*.conf; do sed -e 's/#.*//' \"$f\" | while read -r d; do "
+     "[ -z \"$d\" ] || [ -d \"$d\" ] || { echo \"$f: $d\"; exit 1; }; done || exit 1; done; ldconfig -N"),
+    ("/usr/local/cuda, when present, resolves", "[ ! -L /usr/local/cuda ] || [ -e /usr/local/cuda ]"),
+    ("the cuda_links backup manifest, when present, parses",
+     "f=/var/lib/gpufleet/cuda_links/backup/manifest.json; [ ! -e $f ] || python3 -m json.tool $f >/dev/null"),
+    ("sshd accepts its config", "[ ! -x /usr/sbin/sshd ] || /usr/sbin/sshd -t"),
+    ("the Jupyter config, when present, parses",
+     "for f in /etc/gpufleet/jupyter/*.json; do [ -e \"$f\" ] || continue; python3 -m json.tool \"$f\" >/dev/null "
+     "|| exit 1; done; for f in /etc/gpufleet/jupyter/*.py; do [ -e \"$f\" ] || continue; "
+     "python3 -m py_compile \"$f\" || exit 1; done"),
+]
+
+
+# torch's install (a 200 MB wheelhouse push and pip) takes minutes on a busy 2-core machine: opt in.
+TORCH = os.environ.get("GPUFLEET_FT_TORCH") == "1"
+
+
+def _kill_points():
+    roles = [r for r in fl.provisioned_roles() if r != "torch" or TORCH]
+    return [p for p in KILL_POINTS if p[0].split(" : ")[0] in roles]
+
+
+def _wait_remote_idle(host, timeout=180):
+    """Wait until no Ansible module started by the killed run still runs on the host
+    (pipelined modules run as: /bin/sh -c '<python> && sleep 0')."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if host.exec("pgrep -f '[&]& sleep 0' >/dev/null", check=False).returncode != 0:
+            return
+        time.sleep(1)
+    raise AssertionError("a module of the killed run still runs on %s after %ds" % (host.name, timeout))
+
+
+def _invalid_configs(host):
+    bad = []
+    for what, script in CONFIG_CHECKS:
+        res = host.exec(script, check=False)
+        if res.returncode != 0:
+            bad.append("%s: %s" % (what, (res.stdout + res.stderr).strip()[-400:]))
+    return bad
+
+
+@pytest.fixture(scope="module")
+def interrupted_host(ft_workdir, request):
+    fleet, host = fl.one_seeded_host(ft_workdir / "interrupted", "int", fl.BASE_PORT + 10, request.addfinalizer)
+    inventory = fleet.inventory(fleet.workdir / "hosts.json", group_vars=fl.role_vars(fleet.workdir, torch=TORCH))
+    return fleet, host, inventory
+
+
+def test_killed_runs_leave_valid_configs_and_converge(interrupted_host):
+    fleet, host, inventory = interrupted_host
+    runner = fl.Runner(fleet.workdir / "runs")
+    timings, problems = [], []
+    for task, sig, delay in _kill_points():
+        started = time.monotonic()
+        killed, out = runner.playbook_killed_at("site.yml", inventory, task, sig, delay=delay)
+        _wait_remote_idle(host)
+        timings.append((task, sig.name, round(time.monotonic() - started, 1)))
+        if not killed:
+            problems.append("never reached: %s (run %d)" % (task, runner.runs))
+            continue
+        bad = _invalid_configs(host)
+        if bad:
+            problems.append("after %s at %r: %s" % (sig.name, task, "; ".join(bad)))
+    started = time.monotonic()
+    rc, out, rec = runner.playbook("site.yml", inventory)
+    timings.append(("re-run", "", round(time.monotonic() - started, 1)))
+    assert rc == 0 and rec[host.name]["failed"] == 0, out[-3000:]
+    assert not _invalid_configs(host)
+    started = time.monotonic()
+    rc, out, rec = runner.playbook("site.yml", inventory)
+    timings.append(("third run", "", round(time.monotonic() - started, 1)))
+    (fleet.workdir / "timings.txt").write_text("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings) + "\n")
+    print("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings))
+    assert not problems, "\n".join(problems)
+    assert rc == 0 and rec[host.name]["changed"] == 0, "third run is not clean: %s\n%s" % (rec, out[-3000:])
