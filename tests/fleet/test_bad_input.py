@@ -189,7 +189,7 @@ def test_role_inputs_are_refused_before_any_change(bad_host):
             continue
         # A loop's failure is recorded as "One or more items failed" (gpufleet_status keeps the first
         # message only); the item's own message is then in the run's output.
-        if fragment not in got["reason"] and fragment not in fl.failure_text(out, alias):
+        if fragment not in got["reason"] and fragment not in " ".join(fl.failure_text(out, alias).split()):
             problems.append("unclear message: %s %s: expected %r in %r (task %r)"
                             % (role, wrong, fragment, got["reason"], got["task"]))
         if counts.get("changed", 1) != 0:
