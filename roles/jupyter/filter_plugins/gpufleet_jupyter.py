@@ -1,0 +1,44 @@
+"""Filters of the jupyter role: thin wrappers around module_utils/gpufleet/jupyter.py, run on the controller.
+
+  settings | gpufleet_jupyter_problems               -> list of reasons to refuse the role's variables
+  password | gpufleet_jupyter_hash(current_config)   -> argon2 hash (the current one when it still matches)
+  settings | gpufleet_jupyter_config(hashed_password) -> the jupyter_server_config dict (refuses an unsafe one)
+"""
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from ansible.module_utils.gpufleet import jupyter
+except ImportError:  # controller plugins do not see the project's module_utils path: read it from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "module_utils"))
+    from gpufleet import jupyter
+
+
+def problems(settings):
+    return jupyter.input_problems(dict(settings))
+
+
+def password_hash(password, current_config=""):
+    try:
+        return jupyter.hash_password(password, jupyter.current_hash(current_config))
+    except jupyter.JupyterInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def server_config(settings, hashed_password):
+    config = jupyter.server_config(dict(settings), hashed_password)
+    found = jupyter.config_problems(config)
+    if found:
+        raise AnsibleFilterError("refusing to write an unsafe Jupyter config: %s" % "; ".join(found))
+    return config
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpufleet_jupyter_problems": problems,
+            "gpufleet_jupyter_hash": password_hash,
+            "gpufleet_jupyter_config": server_config,
+        }
