@@ -10,9 +10,10 @@ description:
     BF16) on random normal data at 8192^3, a TF32 GEMM, device-memory bandwidth with 1 GiB buffers (an SM
     kernel), pinned host-to-device and device-to-host copies, peer-to-peer copies to the next GPU when the
     host has several, and (opt-in) an NCCL all-reduce across all its GPUs.
-  - Each test has warm-up runs, then timed repetitions (CUDA events) until C(repetitions) or the test's share of
+  - Each test has warm-up runs, then timed repetitions (CUDA events; the thread's CPU time in cpu mode) until
+    C(repetitions) or the test's share of
     C(time_budget_s) is spent; the median is the measured figure, reported with its spread, the SM clock, power
-    limit and throttle reasons read right after the test.
+    limit and throttle reasons read (NVML) while its last runs are still queued.
   - The expected figure is the GPU's dense vendor peak (C(module_utils/gpufleet/specs.py)) times the floor of
     its class (data-center SXM/HBM, PCIe power-capped, GeForce, workstation) from
     C(module_utils/gpufleet/gate.py), overridable per model or class. A GPU also fails a test when it is more than
