@@ -560,8 +560,11 @@ def _host_entry(result):
 
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
-        dfind = [f for f in _l(doctor.get("findings")) if isinstance(f, dict)]
-        entry["doctor"] = {"status": doctor.get("status"), "findings": dfind}
+        dfind = [{k: f.get(k) for k in _DOCTOR_FINDING_KEYS if k in f}
+                 for f in _l(doctor.get("findings")) if isinstance(f, dict)]
+        remediation = doctor.get("remediation")
+        entry["doctor"] = {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
+                           "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
         if doctor.get("status") not in ("ok", "fixed", "healthy"):
             for f in dfind:
                 sev = f.get("severity")
@@ -572,9 +575,26 @@ def _host_entry(result):
                 else:
                     continue
                 entry["reasons"].append("doctor: %s%s" % (
-                    _text(f.get("message") or f.get("code")),
+                    _text(f.get("meaning") or f.get("message") or f.get("code")),
                     " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""))
     return entry
+
+
+# What the report keeps of a doctor finding (its evidence stays in the fact cache).
+_DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable")
+
+
+def _remediation_cells(rem):
+    still = "; ".join("%s (%s)" % (_text(x.get("code")), _text(x.get("why"))) for x in _l(rem.get("still_broken"))
+                      if isinstance(x, dict))
+    provider = ", ".join(_text(x.get("code")) for x in _l(rem.get("needs_provider")) if isinstance(x, dict))
+    reboot = ", ".join(_text(x.get("code")) for x in _l(rem.get("needs_reboot")) if isinstance(x, dict))
+    planned = ", ".join(_text(x.get("code")) for x in _l(rem.get("planned")) if isinstance(x, dict))
+    return [rem.get("state"), ", ".join(_text(c) for c in _l(rem.get("fixed"))), still, provider, reboot, planned]
+
+
+_REMEDIATION_HEADERS = ["host", "outcome", "fixed", "still broken (why)", "needs the provider", "needs a reboot",
+                        "planned (--check)"]
 
 
 def _action(entry):
@@ -591,7 +611,7 @@ def _action(entry):
     if any(g["passed"] is False for row in entry["gpus"] for g in row["gate"]):
         return ACTION_RETURN
     doctor = _d(entry.get("doctor"))
-    if any(f.get("fixable") is False for f in _l(doctor.get("findings"))):
+    if any(f.get("fixable") is False or f.get("remedy_class") == "provider" for f in _l(doctor.get("findings"))):
         return ACTION_RETURN
     return ACTION_FIX
 
@@ -1293,6 +1313,11 @@ def iter_markdown(data):
             out = []
     if out:
         yield "\n".join(out) + "\n"
+    remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
+    remediations = [(h, r) for h, r in remediations if isinstance(r, dict)]
+    if remediations:
+        yield "\n".join(["", "## Remediation", ""] + _md_table(_REMEDIATION_HEADERS, [
+            [h["host"]] + _remediation_cells(r) for h, r in remediations])) + "\n"
     if s["warnings"]:
         yield "\n".join(["", "## Warnings", ""] + ["- %s" % _md(w) for w in s["warnings"]]) + "\n"
 
@@ -1560,9 +1585,16 @@ def iter_html(data):
     doctors = [(h, f) for h in s["hosts"] for f in _l(_d(h["doctor"]).get("findings"))]
     if doctors:
         parts.append("<h2>Doctor findings</h2>")
-        parts.append(_html_table(["host", "code", "severity", "fixable", "message", "remedy"], [
-            [_td(h["host"]), _td(f.get("code")), _td(f.get("severity")), _td(f.get("fixable")),
-             _td(f.get("message")), _td(f.get("remedy"))] for h, f in doctors]))
+        parts.append(_html_table(["host", "code", "severity", "remedy class", "meaning", "remedy"], [
+            [_td(h["host"]), _td(f.get("code")), _td(f.get("severity")),
+             _td(f.get("remedy_class") or ("fixable" if f.get("fixable") else None)),
+             _td(f.get("meaning") or f.get("message")), _td(f.get("remedy"))] for h, f in doctors]))
+    remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
+    remediations = [(h, r) for h, r in remediations if isinstance(r, dict)]
+    if remediations:
+        parts.append("<h2>Remediation</h2>")
+        parts.append(_html_table(_REMEDIATION_HEADERS, [
+            [_td(h["host"])] + [_td(c) for c in _remediation_cells(r)] for h, r in remediations]))
     if s["warnings"]:
         parts.append("<h2>Warnings</h2>" + _reasons_html(s["warnings"]))
     parts.append("<script>%s</script>" % SORT_SCRIPT)
