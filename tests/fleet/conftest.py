@@ -77,8 +77,8 @@ def fleet_run(ft_workdir, request):
     Hosts (inventory order): pf-01 lacks the user 'trainer' that a supervisord program runs as
     (the provider image of the other hosts creates it), so the supervisord role fails there after
     its input checks, once supervisor is installed and configured, at 'program_item | Look up the
-    program's user'; pf-02 and pf-03 are healthy; pf-gone points at a closed port. The run uses
-    serial 2 and the default max_fail_percentage (100). Every password a role takes is set to
+    program's user'; pf-02 and pf-03 are healthy; pf-gone points at a closed port. The run uses the
+    defaults (serial 100%, max_fail_percentage 100). Every password a role takes is set to
     SECRET (the secret scan). The toolkit role skips these hosts (they are containers) as on rented
     container hosts; test_interrupted.py forces it."""
     import fleetlib as fl
@@ -99,7 +99,7 @@ def fleet_run(ft_workdir, request):
     runner = fl.Runner(fleet.workdir / "run")
     with fl.ProcessWatcher([h.name for h in hosts]) as watcher:
         started = time.monotonic()
-        rc, out, rec = runner.playbook("site.yml", inventory, extra_vars={"gpufleet_serial": 2}, args=["--diff"])
+        rc, out, rec = runner.playbook("site.yml", inventory, args=["--diff"])
         seconds = time.monotonic() - started
     return {"fleet": fleet, "hosts": hosts, "inventory": inventory, "runner": runner, "rc": rc, "out": out,
             "recap": rec, "seconds": seconds, "processes": watcher.seen, "secret": SECRET, "group_vars": group_vars}

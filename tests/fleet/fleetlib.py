@@ -190,7 +190,7 @@ class Runner:
         argv += ["-e", json.dumps(ev)]
         return argv + list(args)
 
-    def playbook(self, playbook, inventory, extra_vars=None, args=(), timeout=900):
+    def playbook(self, playbook, inventory, extra_vars=None, args=(), timeout=1800):
         """Run a playbook to its end; returns (returncode, output, recap)."""
         self.runs += 1
         res = subprocess.run(self._argv(playbook, inventory, extra_vars, args), env=self.env(), cwd=ROOT,
@@ -199,7 +199,7 @@ class Runner:
         (self.workdir / ("run-%02d.out" % self.runs)).write_text(out)
         return res.returncode, out, recap(out)
 
-    def playbook_killed_at(self, playbook, inventory, task, sig, extra_vars=None, args=(), delay=0.0, timeout=900):
+    def playbook_killed_at(self, playbook, inventory, task, sig, extra_vars=None, args=(), delay=0.0, timeout=1800):
         """Start a playbook and send sig to ansible-playbook when the line 'TASK [<task>]' appears
         (delay seconds later: 0 kills at the task's start, more lands inside it). Returns
         (killed, output): killed is False when the task never started."""

@@ -78,11 +78,22 @@ def test_max_fail_percentage_zero_stops_later_batches(fleet_run):
 
 
 def test_default_max_fail_percentage_lets_later_batches_run(fleet_run):
-    """The default (100) with serial 2: a failure in batch 1 does not stop batch 2 (the fixture's run
-    used serial 2; pf-03 of batch 2 was provisioned). A canary batch that fails as a whole ends the play
-    (serial [1, ...]: Ansible stops when every host of a batch failed), so a bad canary spares the rest."""
+    """serial 2 with the default max_fail_percentage (100): pf-01 fails in the first batch, the
+    second batch (pf-03) is still provisioned."""
     hosts = _by_name(fleet_run)
-    assert "RUNNING" in hosts["gpufleet-ft-pf-03"].exec("/usr/local/bin/supervisorctl status heartbeat").stdout
+    rc, out, rec = _provision(fleet_run, "laterbatch", gpufleet_serial=2)
+    assert rc != 0
+    assert rec["gpufleet-ft-pf-01"]["failed"] == 1, rec
+    assert rec["gpufleet-ft-pf-03"]["failed"] == 0, rec
+    assert _has_program(hosts["gpufleet-ft-pf-03"], "laterbatch"), "the second batch must run"
+    assert "RUNNING" in hosts["gpufleet-ft-pf-03"].exec("/usr/local/bin/supervisorctl status laterbatch").stdout
+
+
+def test_failed_canary_ends_the_play(fleet_run):
+    """serial [1, "50%"] (canary, then ramp, as the README suggests) with the default 100: the canary
+    pf-01 fails, and since every host of that batch failed, Ansible ends the play: no other host is
+    provisioned, whatever max_fail_percentage says."""
+    hosts = _by_name(fleet_run)
     rc, out, rec = _provision(fleet_run, "canarycheck", gpufleet_serial=[1, "50%"])
     assert rc != 0
     assert rec["gpufleet-ft-pf-01"]["failed"] == 1, rec
