@@ -9,14 +9,15 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
-DEMO_HOSTS ?= 4
+DEMO_HOSTS ?= 5
 
-.PHONY: help bootstrap images wheelhouse lint unit syntax molecule test quick demo demo-down clean
+.PHONY: help bootstrap images wheelhouse lint unit syntax molecule fleet-tests test quick demo demo-down clean
 
 help:
 	@echo "make demo       start a local demo fleet and run site.yml against it"
 	@echo "make test       lint + unit tests + syntax check + molecule scenarios ($(SCENARIOS))"
 	@echo "make quick      lint + unit tests + syntax check (no containers)"
+	@echo "make fleet-tests  partial failure, interrupted runs, bad inputs, secret scan on container hosts"
 	@echo "make demo-down  stop the demo fleet"
 
 bootstrap:
@@ -29,7 +30,7 @@ wheelhouse: bootstrap
 	@scripts/wheelhouse
 
 # Python files without a .py suffix are named explicitly so ruff checks them too.
-PY_SCRIPTS := scripts/fleet-report scripts/role-docs roles/supervisord/files/gpufleet-supervisor-check \
+PY_SCRIPTS := scripts/fleet-report scripts/role-docs scripts/gpu-smoke roles/supervisord/files/gpufleet-supervisor-check \
               $(wildcard scripts/bench-*)
 
 lint: bootstrap
@@ -40,7 +41,7 @@ lint: bootstrap
 	$(BIN)/ansible-lint
 
 unit: bootstrap
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q tests/unit
 
 syntax: bootstrap
 	$(BIN)/ansible-playbook --syntax-check -i inventories/example site.yml
@@ -55,7 +56,12 @@ molecule: images wheelhouse
 	  echo "== molecule $$s passed in $$(( $$(date +%s) - start )) s"; \
 	done
 
-test: quick molecule
+# Reliability suites on SSH container hosts (docs/reliability.md): partial failure, interrupted runs,
+# bad inputs, secret scan.
+fleet-tests: images wheelhouse
+	@start=$$(date +%s); $(BIN)/pytest -q tests/fleet; echo "== fleet tests passed in $$(( $$(date +%s) - start )) s"
+
+test: quick molecule fleet-tests
 	@echo "make test: all checks passed"
 
 demo: images wheelhouse
