@@ -174,6 +174,7 @@ import platform
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.gpufleet import doctor_probe
 from ansible.module_utils.gpufleet import facts as gpufacts
 
 try:
@@ -183,10 +184,6 @@ try:
 except Exception:  # ImportError, or a broken install
     pynvml = None
     PYNVML_IMPORT_ERROR = traceback.format_exc()
-
-KERN_LOG_FILES = ("/var/log/kern.log",)
-KERN_LOG_MAX = 8 * 1024 * 1024
-
 
 def _smi_runner(module, path, timeout):
     def run():
@@ -216,33 +213,9 @@ def _command_runner(module):
 
 
 def _read_kernel_log(module):
-    reasons = []
-    dmesg = module.get_bin_path("dmesg")
-    if dmesg:
-        rc, out, err = module.run_command([dmesg], encoding=None)
-        if rc == 0 and out.strip():
-            return {"text": out, "source": "dmesg"}
-        reasons.append("dmesg: rc=%s %s" % (rc, err.decode("utf-8", "replace").strip()[:200]))
-    else:
-        reasons.append("dmesg: not installed")
-    journalctl = module.get_bin_path("journalctl")
-    if journalctl:
-        rc, out, err = module.run_command([journalctl, "-k", "-b", "--no-pager", "-q"], encoding=None)
-        if rc == 0 and out.strip():
-            return {"text": out, "source": "journalctl -k"}
-        reasons.append("journalctl -k: rc=%s %s" % (rc, (err.strip() or out.strip()).decode("utf-8", "replace")[:200]))
-    else:
-        reasons.append("journalctl: not installed")
-    for path in KERN_LOG_FILES:
-        try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > KERN_LOG_MAX:
-                    fh.seek(size - KERN_LOG_MAX)
-                return {"text": fh.read(), "source": path}
-        except OSError as exc:
-            reasons.append("%s: %s" % (path, exc.strerror or exc))
-    return {"text": None, "source": None, "reason": "; ".join(reasons)}
+    """The kernel log as the doctor reads it (dmesg, journalctl -k, /var/log/kern.log; the reason when none is)."""
+    run = _command_runner(module)
+    return doctor_probe.read_kernel_log(doctor_probe.Host(lambda argv, env=None, timeout=None: run(argv)))
 
 
 def main():
