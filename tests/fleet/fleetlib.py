@@ -310,6 +310,10 @@ def role_vars(workdir, torch=False, ctk=True):
         "torch_cuda_variant": "cpu",
         "torch_extra_packages": [],
         "torch_pip_wheelhouse": str(WHEELHOUSE / "torch"),
+        # gpu_monitoring runs on hosts whose facts show GPUs (these have none) or with gpufleet_monitoring_enabled
+        "gpu_monitoring_pip_wheelhouse": str(WHEELHOUSE / "gpufleet"),
+        "gpu_monitoring_tools_pip_wheelhouse": str(WHEELHOUSE / "monitoring"),
+        "jupyter_pip_wheelhouse": str(WHEELHOUSE / "jupyter"),
     }
 
 

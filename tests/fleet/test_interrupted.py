@@ -104,11 +104,13 @@ def test_killed_runs_leave_valid_configs_and_converge(interrupted_host):
             problems.append("never reached: %s (run %d)" % (task, runner.runs))
             continue
         bad = _invalid_configs(host)
+        print("after %s at %r: %s" % (sig.name, task, "; ".join(bad) or "all configs valid"))
         if bad:
             problems.append("after %s at %r: %s" % (sig.name, task, "; ".join(bad)))
     started = time.monotonic()
     rc, out, rec = runner.playbook("site.yml", inventory)
     timings.append(("re-run", "", round(time.monotonic() - started, 1)))
+    assert not problems, "\n".join(problems)
     assert rc == 0 and rec[host.name]["failed"] == 0, out[-3000:]
     assert not _invalid_configs(host)
     started = time.monotonic()
@@ -116,5 +118,4 @@ def test_killed_runs_leave_valid_configs_and_converge(interrupted_host):
     timings.append(("third run", "", round(time.monotonic() - started, 1)))
     (fleet.workdir / "timings.txt").write_text("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings) + "\n")
     print("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings))
-    assert not problems, "\n".join(problems)
     assert rc == 0 and rec[host.name]["changed"] == 0, "third run is not clean: %s\n%s" % (rec, out[-3000:])
