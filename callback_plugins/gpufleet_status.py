@@ -42,9 +42,9 @@ def _status_path():
 def _message(result):
     res = result._result or {}
     msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
-    if not msg and res.get("results"):
+    if res.get("results") and (not msg or msg == "One or more items failed"):  # a loop: each item's own message
         msgs = [r.get("msg", "") for r in res["results"] if isinstance(r, dict) and r.get("failed")]
-        msg = "; ".join(m for m in msgs if m)
+        msg = "; ".join(m for m in msgs if m) or msg
     return str(msg).strip()[:MAX_MESSAGE] or "failed without a message"
 
 
