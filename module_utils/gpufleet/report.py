@@ -535,6 +535,8 @@ def _host_entry(result):
 
     if entry["status"] == "failed":
         pass
+    elif facts and not gpus and entry["gpu_count"] == 0 and expected == 0:
+        entry["status"] = "ok"  # a CPU host by intent (gpufleet_expected_gpu_count: 0): no GPU is missing
     elif facts and not gpus and entry["gpu_count"] == 0 and health_status != "unknown":
         entry["status"] = "no-gpu"
         what = facts.get("error") or "no GPU visible to %s" % (facts.get("source") or "the facts module")

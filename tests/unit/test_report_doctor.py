@@ -62,3 +62,15 @@ def test_fleet_json_with_remediation_validates(summary, tmp_path):
     data = json.loads((tmp_path / report.OUTPUT_FILES["json"]).read_text())
     schema = json.loads(SCHEMA_FILE.read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(data)) == []
+
+
+def test_a_cpu_host_by_intent_is_ok_not_no_gpu():
+    facts = {"schema": 1, "source": "none", "error": "no NVIDIA device node, kernel driver or tools on this host",
+             "error_code": "no_gpu_stack", "gpu_count": 0, "gpus": [], "health": {"status": "ok", "findings": []}}
+    cpu = dict(_result("cpu-host", {"status": "healthy", "cuda_usable": False, "findings": []}), gpu=facts)
+    unsaid = dict(cpu, host="unsaid-host")
+    cpu["expected_gpu_count"] = 0
+    s = report.summarize([cpu, unsaid])
+    by = {h["host"]: h for h in s["hosts"]}
+    assert by["cpu-host"]["status"] == "ok" and by["cpu-host"]["action"] is None
+    assert by["unsaid-host"]["status"] == "no-gpu"
