@@ -376,6 +376,22 @@ def _measured_tflops(entries):
 _EMPTY = {}  # read only
 
 
+def _gate_entry(e):
+    ok = e.get("passed")
+    return {
+        "test": _text(e.get("test")), "measured": _num(e.get("measured")), "expected": _num(e.get("expected")),
+        "unit": _text(e.get("unit")), "fraction_of_peak": _num(e.get("fraction_of_peak")),
+        "passed": ok if ok is True or ok is False else None, "why": e.get("why"),
+    }
+
+
+def _gate_other(gate_by_index, gpus):
+    """Gate results that belong to no GPU row: the cpu mode, or an index the facts do not list."""
+    attached = {g.get("index") for g in gpus}
+    return [dict(_gate_entry(e), index=index, device=_text(e.get("device")) or None)
+            for index, entries in gate_by_index.items() if index not in attached for e in entries]
+
+
 def _gpu_row(gpu, gate_entries, gpu_findings):
     sub = [gpu.get(k) for k in ("pcie", "ecc", "remapped_rows", "retired_pages", "nvlink", "clocks")]
     pcie, ecc, rows, pages, nvlink, clocks = [v if type(v) is dict else _EMPTY for v in sub]
@@ -388,15 +404,10 @@ def _gpu_row(gpu, gate_entries, gpu_findings):
     gate = []
     passed = []
     for e in gate_entries:
-        ok = e.get("passed")
-        ok = ok if ok is True or ok is False else None
-        gate.append({
-            "test": _text(e.get("test")), "measured": _num(e.get("measured")), "expected": _num(e.get("expected")),
-            "unit": _text(e.get("unit")), "fraction_of_peak": _num(e.get("fraction_of_peak")),
-            "passed": ok, "why": e.get("why"),
-        })
-        if ok is not None:
-            passed.append(ok)
+        cell = _gate_entry(e)
+        gate.append(cell)
+        if cell["passed"] is not None:
+            passed.append(cell["passed"])
     return {
         "index": index, "name": gpu.get("name"), "uuid": gpu.get("uuid"), "serial": gpu.get("serial"),
         "pci_bus_id": gpu.get("pci_bus_id"), "memory_total_mib": _num(gpu.get("memory_total_mib")),
@@ -471,7 +482,7 @@ def _host_entry(result):
         "cuda_driver_version": facts.get("cuda_driver_version"), "error_code": facts.get("error_code"),
         "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
         "measured_tflops": None, "findings": [], "gpus": [], "gate": isinstance(result.get("gate"), list),
-        "doctor": None, "action": None, "warnings": [],
+        "gate_other": [], "doctor": None, "action": None, "warnings": [],
     }
     if result.get("not_in_inventory"):
         entry["warnings"].append("result file for a host that is not in the given inventory")
@@ -504,6 +515,7 @@ def _host_entry(result):
     mem = 0
     peaks = []
     measured = []
+    entry["gate_other"] = _gate_other(gate_by_index, gpus) if gate_by_index else []
     for g in gpus:
         row = _gpu_row(g, gate_by_index.get(g.get("index"), ()) if gate_by_index else (), gpu_findings)
         rows.append(row)
@@ -595,6 +607,14 @@ def _remediation_cells(rem):
     return [rem.get("state"), ", ".join(_text(c) for c in _l(rem.get("fixed"))), still, provider, reboot, planned]
 
 
+_GATE_OTHER_HEADERS = ["host", "device", "test", "measured", "expected", "unit", "passed", "why"]
+
+
+def _gate_other_rows(s):
+    return [[h["host"], g.get("device") or g.get("index"), g["test"], g["measured"], g["expected"], g["unit"],
+             g["passed"], g["why"]] for h in s["hosts"] for g in _l(h.get("gate_other"))]
+
+
 _REMEDIATION_HEADERS = ["host", "outcome", "fixed", "still broken (why)", "needs the provider", "needs a reboot",
                         "planned (--check)"]
 
@@ -629,7 +649,7 @@ def _safe_host_summary(r):
             "collected_at": r.get("collected_at"), "source": None, "driver_version": None,
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
-            "gpus": [], "gate": False, "doctor": None, "action": ACTION_CHECK, "warnings": [],
+            "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
             "checklist": _checklist({}),
         }
 
@@ -1315,6 +1335,10 @@ def iter_markdown(data):
             out = []
     if out:
         yield "\n".join(out) + "\n"
+    others = _gate_other_rows(s)
+    if others:
+        yield "\n".join(["", "## Benchmark gate results not tied to a GPU (cpu mode)", ""]
+                        + _md_table(_GATE_OTHER_HEADERS, others)) + "\n"
     remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
     remediations = [(h, r) for h, r in remediations if isinstance(r, dict)]
     if remediations:
@@ -1591,6 +1615,10 @@ def iter_html(data):
             [_td(h["host"]), _td(f.get("code")), _td(f.get("severity")),
              _td(f.get("remedy_class") or ("fixable" if f.get("fixable") else None)),
              _td(f.get("meaning") or f.get("message")), _td(f.get("remedy"))] for h, f in doctors]))
+    others = _gate_other_rows(s)
+    if others:
+        parts.append("<h2>Benchmark gate results not tied to a GPU (cpu mode)</h2>")
+        parts.append(_html_table(_GATE_OTHER_HEADERS, [[_td(c) for c in row] for row in others]))
     remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
     remediations = [(h, r) for h, r in remediations if isinstance(r, dict)]
     if remediations:

@@ -74,3 +74,17 @@ def test_a_cpu_host_by_intent_is_ok_not_no_gpu():
     by = {h["host"]: h for h in s["hosts"]}
     assert by["cpu-host"]["status"] == "ok" and by["cpu-host"]["action"] is None
     assert by["unsaid-host"]["status"] == "no-gpu"
+
+
+def test_cpu_mode_gate_results_are_shown_without_a_gpu_row(tmp_path):
+    facts = {"schema": 1, "source": "none", "error": "no NVIDIA device node", "error_code": "no_gpu_stack",
+             "gpu_count": 0, "gpus": [], "health": {"status": "ok", "findings": []}}
+    gate = [{"index": 0, "device": "cpu", "test": "bf16_gemm", "measured": 0.21, "expected": 0.01, "unit": "TFLOPS",
+             "fraction_of_peak": None, "passed": True, "why": "0.21 >= 0.01 TFLOPS (cpu mode)"}]
+    r = dict(_result("cpu-host", None), gpu=facts, gate=gate, expected_gpu_count=0)
+    s = report.summarize([r])
+    assert s["hosts"][0]["gate_other"][0]["device"] == "cpu" and s["hosts"][0]["status"] == "ok"
+    report.write_all(s, tmp_path)
+    md = (tmp_path / report.OUTPUT_FILES["markdown"]).read_text()
+    assert "## Benchmark gate results not tied to a GPU (cpu mode)" in md and "bf16_gemm" in md
+    assert "bf16_gemm" in (tmp_path / report.OUTPUT_FILES["html"]).read_text()
