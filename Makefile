@@ -59,7 +59,7 @@ molecule: images wheelhouse
 # Reliability suites on SSH container hosts (docs/reliability.md): partial failure, interrupted runs,
 # bad inputs, secret scan.
 fleet-tests: images wheelhouse
-	@start=$$(date +%s); $(BIN)/pytest -q tests/fleet; echo "== fleet tests passed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(BIN)/pytest -q tests/fleet && echo "== fleet tests passed in $$(( $$(date +%s) - start )) s"
 
 test: quick molecule fleet-tests
 	@echo "make test: all checks passed"

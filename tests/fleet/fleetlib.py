@@ -414,5 +414,6 @@ def extra_role_checks(host):
     if "ssh_hardening" in roles:
         checks.append(lambda: host.exec("/usr/sbin/sshd -t", check=False).returncode == 0)
     if "jupyter" in roles:
-        checks.append(lambda: host.exec("test -d /etc/gpufleet/jupyter", check=False).returncode == 0)
+        config = "/etc/gpufleet-jupyter/jupyter_server_config.json"  # roles/jupyter/vars/main.yml
+        checks.append(lambda: host.exec("test -f %s" % config, check=False).returncode == 0)
     return checks

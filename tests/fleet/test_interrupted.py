@@ -49,8 +49,8 @@ CONFIG_CHECKS = [
      "f=/var/lib/gpufleet/cuda_links/backup/manifest.json; [ ! -e $f ] || python3 -m json.tool $f >/dev/null"),
     ("sshd accepts its config", "[ ! -x /usr/sbin/sshd ] || /usr/sbin/sshd -t"),
     ("the Jupyter config, when present, parses",
-     "for f in /etc/gpufleet/jupyter/*.json; do [ -e \"$f\" ] || continue; python3 -m json.tool \"$f\" >/dev/null "
-     "|| exit 1; done; for f in /etc/gpufleet/jupyter/*.py; do [ -e \"$f\" ] || continue; "
+     "for f in /etc/gpufleet-jupyter/*.json; do [ -e \"$f\" ] || continue; python3 -m json.tool \"$f\" >/dev/null "
+     "|| exit 1; done; for f in /etc/gpufleet-jupyter/*.py; do [ -e \"$f\" ] || continue; "
      "python3 -m py_compile \"$f\" || exit 1; done"),
 ]
 
