@@ -12,12 +12,12 @@ import json
 import os
 import re
 
-from . import doctor, facts, hostctx
+from . import cudatk, doctor, facts, hostctx
 
 DEV_GLOB = "/dev/nvidia*"
 PROC_MODULES = "/proc/modules"
 PROC_DRIVER = "/proc/driver/nvidia/version"
-ETC_ENVIRONMENT = "/etc/environment"
+ETC_ENVIRONMENT = cudatk.ETC_ENVIRONMENT  # the file pam_env applies to every login
 ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES")
 NVSWITCH_DEV_GLOB = "/dev/nvidia-nvswitch*"
 NVSWITCH_PROC_GLOB = "/proc/driver/nvidia-nvswitch/devices/*"
