@@ -50,6 +50,8 @@ syntax: bootstrap
 quick: lint unit syntax
 
 molecule: images wheelhouse
+	@# The doctor scenario fixes a CPU-only torch with a real CUDA build (scripts/wheelhouse.d/torch-cuda.sh, 2.9 GB).
+	@case " $(SCENARIOS) " in *" doctor "*) GPUFLEET_TORCH_CUDA=1 scripts/wheelhouse;; esac
 	@set -e; for s in $(SCENARIOS); do \
 	  echo "== molecule test -s $$s"; start=$$(date +%s); \
 	  $(BIN)/molecule test -s $$s; \

@@ -45,7 +45,7 @@ options:
     type: bool
     default: true
   mode:
-    description: Mode of a newly created file; an existing file keeps its mode and owner.
+    description: Mode of a newly created file, octal (C(0644)); an existing file keeps its mode and owner.
     type: str
     default: "0644"
 notes:
@@ -101,6 +101,7 @@ kept_keys:
 """
 
 import os
+import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -140,6 +141,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if not re.match(r"^0?[0-7]{3,4}$", p["mode"] or ""):
+        module.fail_json(msg="mode %r is not an octal file mode such as 0644: nothing was changed" % p["mode"])
     path = p["path"]
     created = not os.path.exists(path)
     old_text = None

@@ -62,6 +62,10 @@ options:
   wheelhouse_files:
     description:
       - File names of the wheelhouse the host installs from with C(--no-index); every pin must have a wheel there.
+      - With C(variant=auto), the builds the wheelhouse holds are tried first among those that fit the host.
+      - PyPI's unlabelled torch wheel (C(torch-2.14.1-...whl)) counts as the build PyPI makes of that release on
+        Linux x86_64 (C(cu130) for 2.14); torch is then pinned without the label, and the install is checked by
+        C(torch.__version__) and C(torch.version.cuda).
       - Omit when the host installs from an index.
     type: list
     elements: str
@@ -208,6 +212,53 @@ def wheelhouse_problems(requirements, files):
     return problems
 
 
+def wheelhouse_variants(files, torch_version):
+    """Variants of ``torch_version``'s release the wheelhouse holds wheels of, in DEFAULT_PREFER order.
+
+    A labelled wheel (``torch-2.5.1+cu121-...``) is its label's variant. An unlabelled one
+    (``torch-2.14.1-...``, PyPI's build) is the variant PyPI builds that release with on Linux x86_64
+    (``pypi_default`` in the table), when the table knows it.
+    """
+    try:
+        pin = tc.parse_torch_version(torch_version)
+    except tc.InvalidInput:
+        return []
+    found = set()
+    for f in files or []:
+        m = _WHEEL_NAME.match(os.path.basename(f))
+        if not m or _canon(m.group("name")) != "torch":
+            continue
+        version = m.group("version")
+        release, _, label = version.partition("+")
+        if release != pin["release"] + pin["pre"]:
+            continue
+        if label:
+            found.add(label.lower())
+        else:
+            rel = tc.release(pin["series"])
+            if rel and rel["pypi_default"]:
+                found.add(rel["pypi_default"])
+    order = list(tc.DEFAULT_PREFER) + ["cpu"]
+    return sorted(found, key=lambda v: (order.index(v) if v in order else len(order), v))
+
+
+def unlabelled_pin(selection, files):
+    """``torch==X.Y.Z`` when the wheelhouse holds only PyPI's unlabelled wheel of the selected build, else None.
+
+    pip compares local labels: ``torch==2.14.1+cu130`` does not match ``torch-2.14.1-...whl``, though that
+    wheel is the cu130 build (its ``torch.__version__`` reads ``2.14.1+cu130``).
+    """
+    version = selection["torch_version"]
+    names = [_WHEEL_NAME.match(os.path.basename(f)) for f in files or []]
+    versions = [m.group("version") for m in names if m and _canon(m.group("name")) == "torch"]
+    if selection["local_version"] in versions or version not in versions:
+        return None
+    rel = tc.release(tc.parse_torch_version(version)["series"])
+    if rel and rel["pypi_default"] == selection["variant"]:
+        return "torch==%s" % version
+    return None
+
+
 def _join(problems):
     out = []
     for x in problems:
@@ -223,8 +274,18 @@ def select(p):
     py = p["python_version"] or None
     driver = p["driver_version"] or None
     if requested in ("auto", "cpu") or ccs:
-        return tc.solve(driver, ccs, torch_version=p["torch_version"], python_version=py,
-                        requested_variant=requested, driver_policy=p["driver_policy"])
+        prefer = tc.DEFAULT_PREFER
+        held = wheelhouse_variants(p["wheelhouse_files"], p["torch_version"]) if requested == "auto" else []
+        if held:
+            # Installing from a wheelhouse: of the builds that fit, take one it holds.
+            prefer = tuple(v for v in held if v != "cpu") + tuple(v for v in tc.DEFAULT_PREFER if v not in held)
+        selection = tc.solve(driver, ccs, torch_version=p["torch_version"], python_version=py,
+                             requested_variant=requested, driver_policy=p["driver_policy"], prefer=prefer)
+        if held and selection["variant"] in held and prefer != tc.DEFAULT_PREFER:
+            selection["reasons"].append("The wheelhouse holds torch %s builds %s; of the builds that fit, %s is one "
+                                        "of them." % (selection["torch_version"], ", ".join(held),
+                                                      selection["variant"]))
+        return selection
     # A CUDA variant asked for on a host that shows no GPU (an image build, a host whose driver is being
     # repaired): the release and the Python are checked through the cpu row, the variant against the table.
     pin = tc.parse_torch_version(p["torch_version"])
@@ -311,6 +372,15 @@ def main():
     except tc.CompatError as exc:
         module.fail_json(msg="refused: %s" % exc, problems=[{"code": "no_compatible_wheel", "message": str(exc)}])
 
+    if p["wheelhouse_files"] is not None:
+        plain = unlabelled_pin(selection, p["wheelhouse_files"])
+        if plain:
+            selection["requirement"] = plain
+            selection["reasons"].append(
+                "The wheelhouse holds PyPI's unlabelled torch %s wheel, which is the %s build on Linux x86_64: it "
+                "is pinned as %s, and the install is checked by torch.__version__ (%s) and torch.version.cuda (%s)."
+                % (selection["torch_version"], selection["variant"], plain, selection["local_version"],
+                   selection["cuda_version"]))
     requirements = [selection["requirement"]] + list(p["packages"])
     problems = tc.validate_request(requirements, variant=selection["variant"])
     if p["wheelhouse_files"] is not None:

@@ -290,6 +290,32 @@ def load_results(folder, inventory_hosts=None):
     return results
 
 
+def split_bundle(path, folder):
+    """Write each line of ``path`` (one JSON result object with its ``host``) to ``folder/<host>.json``.
+
+    Returns the host names written. Raises ``ReportInputError`` on a line that is not a JSON object
+    with a plain host name (no path separator), before any file is written.
+    """
+    entries = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                result = json.loads(line)
+            except ValueError as exc:
+                raise ReportInputError("%s line %d is not JSON: %s" % (path, number, exc)) from None
+            host = result.get("host") if isinstance(result, dict) else None
+            if not isinstance(host, str) or not host or "/" in host or host in (".", ".."):
+                raise ReportInputError("%s line %d has no usable 'host' (a plain inventory name)" % (path, number))
+            entries.append((host, line.strip()))
+    os.makedirs(folder, exist_ok=True)
+    for host, text in entries:
+        with open(os.path.join(folder, host + ".json"), "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    return [host for host, _ in entries]
+
+
 def read_hosts_file(path):
     """Inventory host names from a text file: one per line; blank lines and ``#`` comments skipped."""
     with open(path, encoding="utf-8") as fh:

@@ -143,9 +143,13 @@ RELEASES = [
              confidence="V", source=_S31 + " (2.12 row)", notes=_PATCH_X0),
     _release(series="2.13", patch="2.13.0", python_min="3.10", python_max="3.15",
              confidence="V", source=_S31 + " (2.13 row)", notes=_PATCH_X0),
-    _release(series="2.14", patch="2.14.0", python_min="3.10", python_max="3.15", pypi_default="cu132",
-             confidence="V", source=_S31 + " (2.14 row: cu132 default / PyPI, RFC #190355); " + _S33,
-             notes=_PATCH_X0),
+    # pypi_default: the reference (RFC #190355) names cu132, but PyPI's torch-2.14.1 cp311 manylinux_2_28
+    # x86_64 wheel itself is the cu130 build: its torch/version.py reads 2.14.1+cu130, cuda 13.0, and it
+    # requires cuda-toolkit==13.0.3 and the nvidia-*-cu13 libraries (read from the wheel, 2026-11-29).
+    _release(series="2.14", patch="2.14.1", python_min="3.10", python_max="3.15", pypi_default="cu130",
+             confidence="V", source=_S31 + " (2.14 row); PyPI's torch-2.14.1 wheel (torch/version.py: "
+             "2.14.1+cu130) for the PyPI build, where the reference's RFC #190355 says cu132; " + _S33,
+             notes="2.14.1 is the release read from PyPI's wheel."),
 ]
 
 # ---- wheels: one row per torch release and variant ----------------------------------------------

@@ -126,6 +126,7 @@ MODULE_CASES = [
     ("torch_variant", {"torch_version": "2.5.1", "variant": "cu121", "index_url": "http://example.org/simple"},
      "https"),
     ("ctk_config", {"path": "/etc/passwd"}, "/etc/passwd"),
+    ("ctk_config", {"mode": "abc"}, "octal file mode"),
     ("ctk_packages", {"floor": "not-a-version"}, "not-a-version"),
     ("cuda_toolkits", {"no_such_option": "x"}, "Unsupported parameters"),
     ("cuda_toolkits", {"run_ldconfig": "sometimes"}, "run_ldconfig"),
@@ -135,13 +136,6 @@ MODULE_CASES = [
     ("gpu_gate", {"device": "tpu"}, "device"),
     ("gpu_gate", {"device": "cpu", "repetitions": "many"}, "repetitions"),
     ("gpu_doctor", {"timeout": "forever"}, "timeout"),
-]
-
-
-# Wrong inputs that are NOT refused today (reported to their owners; run with --check so they change
-# nothing). Each is an expected failure: when its owner adds the check, move it to the tables above.
-KNOWN_GAPS = [
-    ("ctk_config", {"mode": "abc"}, "mode", "ctk_config accepts a file mode that is not octal and writes daemon.json"),
 ]
 
 
@@ -222,12 +216,3 @@ def test_module_inputs_are_refused_before_any_change(bad_host):
             problems.append("changed before refusing: %s %s" % (module, args))
     assert not problems, "\n".join(problems)
     assert before == after, "files changed on the host although every module call was refused"
-
-
-@pytest.mark.parametrize("module,args,fragment,why", KNOWN_GAPS, ids=[g[0] for g in KNOWN_GAPS])
-@pytest.mark.xfail(strict=True, reason="known gap, reported: the module does not refuse this input yet")
-def test_known_gaps_are_still_open(bad_host, module, args, fragment, why):
-    fleet, _host = bad_host
-    inventory = fleet.inventory(fleet.workdir / "modules.json")
-    rc, out = fl.Runner(fleet.workdir / "gaps-run").adhoc(inventory, "all", module, args, extra_args=["--check"])
-    assert rc != 0 and fragment in out, why

@@ -175,6 +175,14 @@ def test_config_never_touches_a_file_it_cannot_merge(tmp_path, text):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("daemon")) == ["daemon.json"]
 
 
+@pytest.mark.parametrize("mode", ["abc", "0999", "644x", "u+rw"])
+def test_config_refuses_a_mode_that_is_not_octal_before_writing(tmp_path, mode):
+    daemon = tmp_path / "docker" / "daemon.json"
+    result = run_module(tmp_path, "ctk_config", {"path": str(daemon), "mode": mode}, expect_ok=False)
+    assert "not an octal file mode" in result["msg"]
+    assert not daemon.parent.exists()
+
+
 # ---- the role's copy of the floor ----------------------------------------------------------------
 
 def test_role_floor_and_package_list_match_module_utils():

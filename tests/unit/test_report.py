@@ -475,6 +475,27 @@ def test_cli_empty_folder_without_inventory_exits_2(tmp_path):
     assert "no <host>.json result files" in proc.stderr
 
 
+def test_cli_bundle_is_split_into_host_files_and_gives_the_same_report(tmp_path):
+    bundle = tmp_path / "results.jsonl"
+    lines = [(FIXTURES / n).read_text().strip() for n in sorted(os.listdir(FIXTURES)) if n.endswith(".json")]
+    bundle.write_text("\n".join(json.dumps(json.loads(x)) for x in lines) + "\n\n")
+    proc = _cli(str(tmp_path / "hosts"), "--bundle", str(bundle), "--out", str(tmp_path / "out"),
+                "--hosts", ",".join(INVENTORY))
+    assert proc.returncode == 0, proc.stderr
+    direct = _cli(str(FIXTURES), "--out", str(tmp_path / "direct"), "--hosts", ",".join(INVENTORY))
+    assert proc.stdout.splitlines()[5] == direct.stdout.splitlines()[5]
+    assert sorted(os.listdir(tmp_path / "hosts")) == sorted(n for n in os.listdir(FIXTURES) if n.endswith(".json"))
+
+
+@pytest.mark.parametrize("line", ['{"host": "../etc/passwd"}', '["not", "an", "object"]', '{"no_host": 1}', "{oops"])
+def test_cli_bundle_with_a_bad_line_exits_2_before_writing(tmp_path, line):
+    bundle = tmp_path / "results.jsonl"
+    bundle.write_text('{"host": "good-01"}\n' + line + "\n")
+    proc = _cli(str(tmp_path / "hosts"), "--bundle", str(bundle), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "--bundle" in proc.stderr and "line 2" in proc.stderr
+    assert not (tmp_path / "hosts").exists() and not (tmp_path / "out").exists()
+
+
 def test_playbook_values_as_text_and_expected_gpu_count(results):
     """Inventory vars may reach the result file as text; a host with fewer GPUs than rented is failed."""
     h100 = copy.deepcopy(next(r for r in results if r["host"] == "gpu-h100-01"))

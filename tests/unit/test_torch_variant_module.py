@@ -130,3 +130,49 @@ def test_installed_build_not_matching_the_request_fails_naming_both(tmp_path, va
     assert not ok
     for needle in needles:
         assert needle in res["msg"], res["msg"]
+
+
+# PyPI's torch 2.14.1 wheel as it lies on disk: no label in the file name, the cu130 build inside.
+PYPI_2141 = "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+H200 = {"driver_version": "590.48.01", "compute_capabilities": ["9.0"]}
+
+
+def test_auto_takes_the_build_the_wheelhouse_holds_and_pins_pypi_wheel_without_label(tmp_path):
+    ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="auto", python_version="3.11",
+                                        wheelhouse_files=[PYPI_2141]))
+    assert ok, res
+    sel = res["ansible_facts"]["torch_selection"]
+    assert sel["variant"] == "cu130" and sel["requirement"] == "torch==2.14.1"
+    assert sel["local_version"] == "2.14.1+cu130" and sel["cuda_version"] == "13.0"
+    assert any("unlabelled torch 2.14.1 wheel" in r for r in sel["reasons"])
+    assert any("wheelhouse holds torch 2.14.1 builds cu130" in r for r in sel["reasons"])
+
+
+def test_auto_without_a_wheelhouse_keeps_the_table_order(tmp_path):
+    ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="auto", python_version="3.11"))
+    assert ok, res
+    sel = res["ansible_facts"]["torch_selection"]
+    assert sel["requirement"] == "torch==%s" % sel["local_version"] and sel["variant"] != "cpu"
+
+
+def test_pypi_wheel_of_another_build_is_not_taken_for_the_requested_one(tmp_path):
+    ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="cu126", python_version="3.11",
+                                        wheelhouse_files=[PYPI_2141]))
+    assert not ok
+    assert "torch==2.14.1+cu126" in res["msg"] and "torch 2.14.1" in res["msg"]
+
+
+def test_auto_with_a_driver_too_old_for_the_held_build_is_refused(tmp_path):
+    ok, res = run_module(tmp_path, dict(torch_version="2.14.1", variant="auto", python_version="3.11",
+                                        driver_version="550.90.07", compute_capabilities=["9.0"],
+                                        wheelhouse_files=[PYPI_2141]))
+    assert not ok and "wheelhouse has no wheel for torch==2.14.1+cu126" in res["msg"]
+
+
+def test_installed_pypi_build_checked_by_its_version_and_cuda(tmp_path):
+    ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="cu130", python_version="3.11",
+                                        installed={"version": "2.14.1+cu130", "cuda": "13.0"}))
+    assert ok, res
+    ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="cu130", python_version="3.11",
+                                        installed={"version": "2.13.0+cpu", "cuda": None}))
+    assert not ok and "2.13.0+cpu" in res["msg"]
