@@ -189,13 +189,19 @@ def _pin(req):
     return (_canon(m.group(1)), m.group(2)) if m else None
 
 
-def wheelhouse_problems(requirements, files):
-    """Pins the wheelhouse holds no wheel of, as validate_request-style problems."""
+def _wheel_versions(files):
+    """{canonical package name: [version from each wheel file name]} of a wheelhouse's files."""
     have = {}
-    for f in files:
+    for f in files or []:
         m = _WHEEL_NAME.match(os.path.basename(f))
         if m:
             have.setdefault(_canon(m.group("name")), []).append(m.group("version"))
+    return have
+
+
+def wheelhouse_problems(requirements, files):
+    """Pins the wheelhouse holds no wheel of, as validate_request-style problems."""
+    have = _wheel_versions(files)
     problems = []
     for req in requirements:
         pin = _pin(req)
@@ -224,11 +230,7 @@ def wheelhouse_variants(files, torch_version):
     except tc.InvalidInput:
         return []
     found = set()
-    for f in files or []:
-        m = _WHEEL_NAME.match(os.path.basename(f))
-        if not m or _canon(m.group("name")) != "torch":
-            continue
-        version = m.group("version")
+    for version in _wheel_versions(files).get("torch", []):
         release, _, label = version.partition("+")
         if release != pin["release"] + pin["pre"]:
             continue
@@ -249,8 +251,7 @@ def unlabelled_pin(selection, files):
     wheel is the cu130 build (its ``torch.__version__`` reads ``2.14.1+cu130``).
     """
     version = selection["torch_version"]
-    names = [_WHEEL_NAME.match(os.path.basename(f)) for f in files or []]
-    versions = [m.group("version") for m in names if m and _canon(m.group("name")) == "torch"]
+    versions = _wheel_versions(files).get("torch", [])
     if selection["local_version"] in versions or version not in versions:
         return None
     rel = tc.release(tc.parse_torch_version(version)["series"])
