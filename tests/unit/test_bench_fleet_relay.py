@@ -1,26 +1,17 @@
 """scripts/bench-fleet --rtt-ms: the delay relay adds the round trip it is asked for and changes no byte."""
 
 import hashlib
-import importlib.machinery
-import importlib.util
 import os
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench-fleet"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    loader = importlib.machinery.SourceFileLoader("bench_fleet", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("bench_fleet", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+def bench(load_script):
+    return load_script("bench-fleet")
 
 
 def free_port():
