@@ -1,6 +1,5 @@
 """scripts/gpu-smoke reads each module's result from ansible-core's `minimal` callback (JSON results)."""
 
-
 import pytest
 
 
