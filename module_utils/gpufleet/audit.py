@@ -4,7 +4,10 @@
 ``readiness``, ``doctor`` = the doctor's result with its evidence) and answers the ten questions
 renters ask before they pay (docs/checklist.md). Each item is ``{"status": ok|warn|fail|unknown,
 "summary": text, "reason": text|None}``; "unknown" always says which fact was missing. Nothing
-is guessed: a value the host did not report is never read as good or bad.
+is guessed: a value the host did not report is never read as good or bad. A CPU host by intent
+(``expected_gpu_count`` 0 in the result, inventory ``gpufleet_expected_gpu_count: 0``) is judged as
+one: a CPU torch build is right there, and what only GPUs need (cuDNN, NCCL, a GPU exporter) is
+"ok" with a summary that says it is not needed.
 
 ``security(readiness, venv_packages)`` is item 10: installed versions against fixed floors with
 their sources (shared/reference/security-reliability.md), Jupyter listening publicly without TLS,
@@ -107,6 +110,25 @@ def version_key(text):
     return tuple(nums) + (int(m.group(2) or 0), int(m.group(3) or 0))
 
 
+def expected_gpu_count(result):
+    """The GPU count the host was rented with (the result's ``expected_gpu_count``, from the inventory's
+    gpufleet_expected_gpu_count): a number, also from numeric text; None when unset or unreadable."""
+    value = _d(result).get("expected_gpu_count")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return value
+
+
+def is_cpu_host(result):
+    """True for a CPU host by intent: expected_gpu_count is 0."""
+    return expected_gpu_count(result) == 0
+
+
 def _worst(statuses):
     statuses = list(statuses)
     return max(statuses, key=lambda s: _WORST[s]) if statuses else "unknown"
@@ -140,6 +162,14 @@ def _doctor_torch(doctor):
     return torch if isinstance(torch, dict) else None
 
 
+def _no_torch(doctor):
+    """The answer where there is no torch evidence: the doctor's own word when it ran and found none."""
+    skipped = _d(_d(doctor).get("evidence")).get("torch_skipped")
+    if isinstance(skipped, str) and skipped:
+        return _unknown("no torch to check: %s" % skipped)
+    return _NO_DOCTOR
+
+
 def _cuda_tuple(text):
     m = re.match(r"^(\d+)\.(\d+)", str(text or ""))
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -155,12 +185,17 @@ def cudnn_text(value):
 
 
 # ----------------------------------------------------------------------------- items 1, 2, 7 (doctor)
-def torch_cuda(torch, facts):
+def torch_cuda(torch, facts, cpu_host=False):
     if torch is None:
         return _NO_DOCTOR
     if not torch.get("importable"):
         return _item("fail", "torch not importable: %s" % (torch.get("import_error") or torch.get("error") or "?"))
     version = torch.get("version") or "?"
+    if cpu_host and not torch.get("cuda"):
+        return _item("ok", "torch %s is a CPU build, as intended for a CPU host" % version)
+    if cpu_host:
+        return _item("warn", "torch %s is a CUDA build (CUDA %s) on a CPU host: it runs on the CPU and carries "
+                             "unused CUDA libraries (role torch: torch_cuda_variant: cpu)" % (version, torch["cuda"]))
     if not torch.get("cuda"):
         return _item("fail", "torch %s is a CPU build (torch.version.cuda is None)" % version)
     driver_cuda = facts.get("cuda_driver_version")
@@ -183,7 +218,17 @@ def torch_cuda(torch, facts):
     return _item("ok", text + "; %s GPU(s) usable" % (count if count is not None else "?"))
 
 
-def cudnn(torch):
+_CPU_HOST = {  # the items that only GPUs need, on a CPU host by intent (read only)
+    "cudnn": _item("ok", "not needed on a CPU host (cuDNN is a GPU library)"),
+    "capacity": _item("ok", "CPU host: no GPU memory; models run in host memory"),
+    "features": _item("ok", "CPU host: no GPU compute capability to check"),
+    "monitoring": _item("ok", "CPU host: no GPU exporter needed"),
+}
+
+
+def cudnn(torch, cpu_host=False):
+    if cpu_host:
+        return _CPU_HOST["cudnn"]
     if torch is None:
         return _NO_DOCTOR
     if not torch.get("importable") or not torch.get("cuda"):
@@ -198,7 +243,11 @@ def cudnn(torch):
     return _item("ok", "cuDNN %s loadable by torch" % text)
 
 
-def multi_gpu(torch, facts, host, count, link=None):
+def multi_gpu(torch, facts, host, count, link=None, cpu_host=False):
+    if cpu_host and not count:
+        shm = host.get("shm_size_mib")
+        return _item("ok", "CPU host: NCCL and multi-GPU not needed" + (
+            "; /dev/shm %d MiB" % shm if isinstance(shm, int) else ""))  # noqa: S108 - report text
     parts, statuses = [], []
     shm = host.get("shm_size_mib")
     if isinstance(shm, int):
@@ -371,7 +420,7 @@ def packages(readiness):
     if not venv:
         return _unknown("no venv facts (readiness probes not run)")
     if not venv.get("exists"):
-        return _item("warn", "gpufleet venv %s absent (role torch not applied)" % venv.get("path"))
+        return _item("warn", "gpufleet venv %s absent: install it with the torch role" % venv.get("path"))
     pkgs = _d(venv.get("packages"))
     have = ["%s %s" % (n, pkgs[n]) for n in WANTED_PACKAGES if n in pkgs]
     missing = [n for n in WANTED_PACKAGES if n not in pkgs]
@@ -381,7 +430,9 @@ def packages(readiness):
     return _item("ok" if not missing else ("warn" if "torch" in pkgs else "fail"), text)
 
 
-def monitoring(readiness):
+def monitoring(readiness, cpu_host=False):
+    if cpu_host:
+        return _CPU_HOST["monitoring"]
     mon = _d(readiness.get("monitoring"))
     if not mon:
         return _unknown("no monitoring facts (readiness probes not run)")
@@ -389,7 +440,12 @@ def monitoring(readiness):
     prog = mon.get("program")
     parts = []
     if age is None:
-        parts.append("no exporter textfile (%s)" % (mon.get("reason") or mon.get("textfile")))
+        # What was seen, not why: the role may have run and its exporter failed to write (permissions ...).
+        path = mon.get("textfile") or "?"
+        why = str(mon.get("reason") or "not found")
+        if why.startswith(path):
+            why = why[len(path):].strip() or "not found"
+        parts.append("no exporter textfile at %s (%s); the gpu_monitoring role writes it" % (path, why))
         status = "fail"
     elif age <= TEXTFILE_MAX_AGE_S:
         parts.append("textfile fresh (%d s old)" % age)
@@ -403,8 +459,6 @@ def monitoring(readiness):
             status = _worst([status, "warn"])
     else:
         parts.append("exporter program not seen in supervisord")
-    if status == "fail":
-        parts.append("role gpu_monitoring not applied")
     return _item(status, "; ".join(parts))
 
 
@@ -543,6 +597,7 @@ def security_item(audit):
 # ----------------------------------------------------------------------------- the checklist
 def checklist(result):
     """The ten items for one per-host result (see the module docstring). Never raises on odd data."""
+    cpu_host = is_cpu_host(result)
     facts = _d(result.get("gpu"))
     readiness = _d(facts.get("readiness"))
     torch = _doctor_torch(result.get("doctor"))
@@ -553,24 +608,30 @@ def checklist(result):
         reason = "no GPU facts in the result"
         out = {key: _unknown(reason) for key, _ in ITEMS}
         if torch is not None:
-            out["torch_cuda"] = torch_cuda(torch, facts)
-            out["cudnn"] = cudnn(torch)
+            out["torch_cuda"] = torch_cuda(torch, facts, cpu_host)
+            out["cudnn"] = cudnn(torch, cpu_host)
         return out
     link = capacity.interconnect_of(gpus)
-    cap, _ = capacity_item(facts, link)
+    no_gpu = cpu_host and not gpus  # a CPU host by intent that shows none: GPU questions do not apply
     out = {
-        "torch_cuda": torch_cuda(torch, facts),
-        "cudnn": cudnn(torch),
-        "capacity": cap,
-        "features": features_item(facts),
+        "torch_cuda": torch_cuda(torch, facts, cpu_host),
+        "cudnn": cudnn(torch, cpu_host),
+        "capacity": _CPU_HOST["capacity"] if no_gpu else capacity_item(facts, link)[0],
+        "features": _CPU_HOST["features"] if no_gpu else features_item(facts),
         "access": None,
         "image": image(facts, readiness, count),
-        "multi_gpu": multi_gpu(torch, facts, host, count, link),
+        "multi_gpu": multi_gpu(torch, facts, host, count, link, cpu_host),
     }
     if readiness:
         audit = security(readiness, host.get("container"))
         out.update(access=access(readiness, audit["findings"]), packages=packages(readiness),
-                   monitoring=monitoring(readiness), security=security_item(audit))
+                   monitoring=monitoring(readiness, cpu_host), security=security_item(audit))
     else:
         out.update(_NO_READINESS)
+        if cpu_host:
+            out["monitoring"] = _CPU_HOST["monitoring"]
+    if torch is None:
+        out["torch_cuda"] = _no_torch(result.get("doctor"))
+        if not cpu_host:
+            out["cudnn"] = out["torch_cuda"]
     return out

@@ -10,9 +10,13 @@ Each host also gets the renter's checklist (``audit.checklist``: ten items compu
 facts' readiness probes and the doctor's evidence, docs/checklist.md) and each GPU its feature
 matrix (``features``); the checklist is a separate section and does not change a host's status.
 
+A host with ``expected_gpu_count`` 0 (inventory ``gpufleet_expected_gpu_count: 0``) is a CPU host
+by intent: no GPU is missing there, and the facts' "no GPU stack" findings are kept as info.
+
 ``load_results`` reads them (and lists inventory hosts that left no file as unreachable),
 ``summarize`` turns them into a status per host, fleet totals, the list of hosts to return
-or fix and the hosts whose driver / CUDA version drifts from the fleet's usual one, and
+or fix and the hosts whose driver / CUDA version drifts from the fleet's usual one (the version
+held by more than half of the hosts with GPUs; without one, a fleet-level line), and
 ``to_json`` / ``to_csv`` / ``to_markdown`` / ``to_html`` / ``to_prometheus`` render that
 (``iter_*`` give the same text in chunks). ``write_all`` writes all five files atomically,
 in two forked worker processes for a large fleet. ``summarize_folder`` reads, summarizes and
@@ -60,10 +64,20 @@ PROVIDER_CODES = frozenset([
     "nvlink_links_down", "clocks_throttled_hw",
 ])
 _REASON_SEVERITIES = ("critical", "error", "warning", "unknown")
+# Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
+NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"])
+# Where a host's facts_read_at comes from: the GPU facts' own time, else the time the report play
+# wrote the host's record (the facts may be older: a fact cache), else none.
+FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
 
 ACTION_RETURN = "return to provider"
 ACTION_FIX = "fix here"
 ACTION_CHECK = "check access / rerun"
+
+# Said in every rendering of a report written by an ``ansible-playbook --check`` run.
+CHECK_MODE_BANNER = ("This report was written by a --check run: it shows what the run would do, "
+                     "the hosts were not changed.")
+CHECK_MODE_NOTE = "--check run: a plan, the hosts were not changed"
 
 OUTPUT_FILES = {
     "html": "fleet.html",
@@ -75,13 +89,13 @@ OUTPUT_FILES = {
 
 CSV_COLUMNS = (
     "host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
-    "cuda_driver_version", "gpu_index", "name", "uuid", "serial", "pci_bus_id", "memory_total_mib",
-    "memory_used_mib", "compute_capability", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
-    "pcie_width_max", "temperature_c", "power_draw_w", "power_limit_w", "throttle_reasons", "persistence_mode",
-    "mig_mode", "ecc_mode", "ecc_volatile_corrected", "ecc_volatile_uncorrected", "ecc_aggregate_corrected",
-    "ecc_aggregate_uncorrected", "retired_pages_pending", "remapped_rows_uncorrectable", "remapped_rows_pending",
-    "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key", "peak_bf16_tflops",
-    "features", "findings", "gate", "gate_passed", "host_reasons",
+    "cuda_driver_version", "facts_read_at", "facts_read_at_source", "gpu_index", "name", "uuid", "serial",
+    "pci_bus_id", "memory_total_mib", "memory_used_mib", "compute_capability", "pcie_gen_current", "pcie_gen_max",
+    "pcie_width_current", "pcie_width_max", "temperature_c", "power_draw_w", "power_limit_w", "throttle_reasons",
+    "persistence_mode", "mig_mode", "ecc_mode", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+    "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "retired_pages_pending", "remapped_rows_uncorrectable",
+    "remapped_rows_pending", "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key",
+    "peak_bf16_tflops", "features", "findings", "gate", "gate_passed", "host_reasons",
 )
 # The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels.
 CHECK_ITEMS = _audit.ITEMS
@@ -504,12 +518,14 @@ def _host_entry(result):
         "host": host, "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
         "provider": result.get("provider"), "price_per_hour": _price(result.get("price_per_hour")),
         "reachable": reachable, "collected_at": result.get("collected_at"),
+        "facts_read_at": None, "facts_read_at_source": None,
         "source": facts.get("source"), "driver_version": facts.get("driver_version"),
         "cuda_driver_version": facts.get("cuda_driver_version"), "error_code": facts.get("error_code"),
         "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
         "measured_tflops": None, "findings": [], "gpus": [], "gate": isinstance(result.get("gate"), list),
         "gate_other": [], "doctor": None, "action": None, "warnings": [],
     }
+    entry["facts_read_at"], entry["facts_read_at_source"] = _facts_time(result, facts)
     if result.get("not_in_inventory"):
         entry["warnings"].append("result file for a host that is not in the given inventory")
     if result.get("load_error"):
@@ -562,7 +578,11 @@ def _host_entry(result):
     entry["peak_bf16_tflops"] = _round(sum(peaks), 1) if peaks else None
     entry["measured_tflops"] = _round(sum(measured), 1) if measured else None
 
-    expected = _price(result.get("expected_gpu_count"))
+    expected = _audit.expected_gpu_count(result)
+    cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
+    if cpu_host:  # a CPU host by intent: "no GPU here" is what was asked for, info and no reason
+        findings = [_as_intended(f) if f.get("code") in NO_GPU_CODES else f for f in findings]
+        entry["findings"] = findings
     if (expected is not None and facts and not facts.get("error") and entry["gpu_count"] < expected
             and not any(f.get("code") == "gpu_count_low" for f in findings)):
         findings = findings + [{"code": "gpu_count_low", "severity": "critical", "gpu_index": None,
@@ -573,7 +593,7 @@ def _host_entry(result):
 
     if entry["status"] == "failed":
         pass
-    elif facts and not gpus and entry["gpu_count"] == 0 and expected == 0:
+    elif cpu_host:
         entry["status"] = "ok"  # a CPU host by intent (gpufleet_expected_gpu_count: 0): no GPU is missing
     elif facts and not gpus and entry["gpu_count"] == 0 and health_status != "unknown":
         entry["status"] = "no-gpu"
@@ -618,6 +638,33 @@ def _host_entry(result):
                     _text(f.get("meaning") or f.get("message") or f.get("code")),
                     " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""))
     return entry
+
+
+def _as_intended(finding):
+    """A copy of a "no GPU here" finding as info: on a CPU host by intent it is no fault."""
+    return dict(finding, severity="info", message="as intended on a CPU host (expected_gpu_count 0): %s" % (
+        _text(finding.get("message") or finding.get("code"))))
+
+
+def _facts_time(result, facts):
+    """(time, source) of when the host's facts were read: the GPU facts' collected_at, else the record's."""
+    at = facts.get("collected_at")
+    if isinstance(at, str) and at.strip():
+        return at, "gpu_facts"
+    at = result.get("collected_at")
+    if isinstance(at, str) and at.strip():
+        return at, "record"
+    return None, None
+
+
+def facts_time_text(h):
+    """The host's facts_read_at as a table cell: the time, the record's time labelled as such, or unknown."""
+    at, source = h.get("facts_read_at"), h.get("facts_read_at_source")
+    if source == "gpu_facts":
+        return _text(at)
+    if source == "record":
+        return "not reported; record written at %s" % _text(at)
+    return "unknown"
 
 
 # What the report keeps of a doctor finding (its evidence stays in the fact cache).
@@ -672,7 +719,8 @@ def _safe_host_summary(r):
             "host": str(r.get("host")), "status": "unknown", "simulated": False,
             "reasons": ["report could not read this result: %r" % exc], "provider": r.get("provider"),
             "price_per_hour": _num(r.get("price_per_hour")), "reachable": r.get("reachable"),
-            "collected_at": r.get("collected_at"), "source": None, "driver_version": None,
+            "collected_at": r.get("collected_at"), "facts_read_at": None, "facts_read_at_source": None,
+            "source": None, "driver_version": None,
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
             "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
@@ -688,55 +736,71 @@ _DRIFT_FIELDS = (
 
 
 def _usual(values):
-    """The most common value and the number of distinct values. When several values tie for most
-    common there is no usual value (None): naming one of them would flag the others for nothing."""
+    """The majority value (held by more than half of ``values``) and the values with their counts, most
+    common first. Without a majority there is no usual value (None): naming the largest minority
+    would flag most of the fleet for nothing."""
     counts = {}
     for v in values:
         counts[v] = counts.get(v, 0) + 1
-    if not counts:
-        return None, 0
-    ranked = sorted(counts.values(), reverse=True)
-    if len(ranked) > 1 and ranked[0] == ranked[1]:
-        return None, len(counts)
-    return max(counts, key=lambda v: counts[v]), len(counts)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _text(kv[0])))
+    if ranked and ranked[0][1] * 2 > len(values):
+        return ranked[0][0], ranked
+    return None, ranked
+
+
+# A fleet-level "versions differ" line names this many hosts per version, then counts the rest.
+SPLIT_NAMES = 3
+
+
+def _split_line(word, ranked, names):
+    parts = []
+    for v, n in ranked:
+        shown = names[v][:SPLIT_NAMES]
+        more = " and %d more" % (n - len(shown)) if n > len(shown) else ""
+        parts.append("%s on %s%s" % (_text(v), ", ".join(shown), more))
+    return "%s versions differ across the fleet: %s (no majority)" % (word, "; ".join(parts))
 
 
 def _drift(hosts):
-    """Version drift across the fleet: the usual driver and CUDA driver version among hosts with
-    GPUs, and one entry per host and field that differs. Severity info: each entry is added to
-    the host's reasons but does not change its status."""
+    """Version drift across the fleet among hosts with GPUs, per field: with a majority version (more
+    than half of the hosts that report the field), one entry per host that differs (severity info: added
+    to the host's reasons, its status unchanged); without one, one fleet-level split entry and no
+    per-host reason. Returns (usual values, drift entries, split entries)."""
     with_gpus = [h for h in hosts if h["gpus"]]
     usual = {}
     drift = []
+    split = []
     for key, word, total_key in _DRIFT_FIELDS:
         values = []
+        names = {}
         for h in with_gpus:
             v = h[key]
             if v is not None and not isinstance(v, (dict, list)):
                 values.append(v)
-        common, distinct = _usual(values)
+                names.setdefault(v, []).append(h["host"])
+        common, ranked = _usual(values)
         usual[total_key] = common
-        if distinct < 2:
+        if len(ranked) < 2:
+            continue
+        if common is None:
+            split.append({"field": key, "severity": "info", "reason": _split_line(word, ranked, names),
+                          "versions": [{"version": v, "hosts": n} for v, n in ranked]})
             continue
         for h in with_gpus:
             v = h[key]
             if v is None or isinstance(v, (dict, list)) or v == common:
                 continue
-            if common is None:
-                reason = "%s %s: the fleet has %d %s versions and none is the most common" % (
-                    word, _text(v), distinct, word)
-            else:
-                reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
+            reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
             h["reasons"].append(reason)
             drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
                           "reason": reason})
     drift.sort(key=lambda d: (d["host"], d["field"]))
-    return usual, drift
+    return usual, drift, split
 
 
-def _finish(hosts, now, results=None):
+def _finish(hosts, now, results=None, check_mode=False):
     hosts.sort(key=lambda h: h["host"])
-    usual, drift = _drift(hosts)
+    usual, drift, split = _drift(hosts)
 
     by_status = dict.fromkeys(STATUSES, 0)
     by_model = {}
@@ -786,6 +850,7 @@ def _finish(hosts, now, results=None):
         "usual_driver_version": usual["usual_driver_version"],
         "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
         "drift": drift,
+        "version_split": split,
     }
     checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _ in CHECK_ITEMS}
     for h in hosts:
@@ -801,8 +866,8 @@ def _finish(hosts, now, results=None):
     bad.sort(key=lambda b: (_BAD_ORDER.get(b["status"], 9), b["host"]))
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
     summary = {
-        "schema": SCHEMA, "generated_at": _now_iso(now), "totals": totals, "bad_hosts": bad,
-        "hosts": hosts, "warnings": warnings,
+        "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
+        "bad_hosts": bad, "hosts": hosts, "warnings": warnings,
     }
     if results is not None:
         results.sort(key=lambda r: str(r.get("host")))
@@ -810,10 +875,12 @@ def _finish(hosts, now, results=None):
     return summary
 
 
-def summarize(results, now=None, include_results=False, workers=None):
+def summarize(results, now=None, include_results=False, workers=None, check_mode=False):
     """Fleet summary from ``load_results`` output: per-host status and reasons, totals, bad hosts.
 
     ``now``: a datetime (or text) for ``generated_at``; default: the current UTC time.
+    ``check_mode``: the results come from an ``ansible-playbook --check`` run (a plan, the hosts were
+    not changed); the summary's ``check_mode`` says so and every rendering shows it.
     ``workers``: None summarizes a large list (``PARALLEL_MIN_FILES`` or more) in two processes
     on a machine with two or more CPUs (a forked child does the second part and sends its host
     rows back pickled), one otherwise; 1 forces one, 2 forces two. The summary is the same.
@@ -830,7 +897,7 @@ def summarize(results, now=None, include_results=False, workers=None):
             hosts = first + second
         else:
             hosts = [_safe_host_summary(r) for r in results]
-        return _finish(hosts, now, list(results) if include_results else None)
+        return _finish(hosts, now, list(results) if include_results else None, check_mode)
 
 
 def _summarize_files(folder, names, wanted, known, kept=None):
@@ -887,13 +954,15 @@ def _use_two(count, workers):
 PARALLEL_MIN_FILES = 500
 
 
-def summarize_folder(folder, inventory_hosts=None, now=None, include_results=False, workers=None):
+def summarize_folder(folder, inventory_hosts=None, now=None, include_results=False, workers=None,
+                     check_mode=False):
     """``summarize(load_results(folder, inventory_hosts))`` without holding every raw result at
     once: each file is read, summarized and dropped before the next (unless ``include_results``).
 
     ``workers``: None reads a large folder in two processes on a machine with two or more CPUs
     (a forked child summarizes the second half of the files and sends its host rows back), one
     process otherwise; 1 forces one, 2 forces two. The summary is the same either way.
+    ``check_mode``: as for ``summarize``.
     """
     folder, names = _list_folder(folder)
     inventory = _inventory_list(inventory_hosts)
@@ -916,7 +985,7 @@ def summarize_folder(folder, inventory_hosts=None, now=None, include_results=Fal
             hosts.append(_safe_host_summary(result))
             if kept is not None:
                 kept.append(result)
-        return _finish(hosts, now, kept)
+        return _finish(hosts, now, kept, check_mode)
 
 
 def _as_summary(data):
@@ -938,6 +1007,11 @@ def one_line(data):
         line += "; %d simulated" % t["simulated_hosts"]
     if t.get("drift"):
         line += "; %d version drift(s)" % len(t["drift"])
+    if t.get("version_split"):
+        line += "; %s versions differ (no majority)" % " and ".join(
+            "driver" if x["field"] == "driver_version" else "CUDA" for x in t["version_split"])
+    if s.get("check_mode"):
+        line += "; " + CHECK_MODE_NOTE
     return line
 
 
@@ -1037,7 +1111,7 @@ def _gate_text(gate):
 
 
 _CSV_HOST = ("host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
-             "cuda_driver_version")
+             "cuda_driver_version", "facts_read_at", "facts_read_at_source")
 _CSV_GPU = CSV_COLUMNS[len(_CSV_HOST):CSV_COLUMNS.index("host_reasons")]
 _CSV_CHECK = CSV_COLUMNS[CSV_COLUMNS.index("host_reasons") + 1:]
 _CSV_GPU_KEYS = tuple(k for k in _CSV_GPU if k not in ("gpu_index", "throttle_reasons", "findings", "gate"))
@@ -1058,7 +1132,7 @@ def _csv_gpu_values(g):
 
 def _csv_host_values(h):
     return [h["host"], h["status"], h["simulated"], h["provider"], h["price_per_hour"], h["source"],
-            h["driver_version"], h["cuda_driver_version"]]
+            h["driver_version"], h["cuda_driver_version"], h["facts_read_at"], h["facts_read_at_source"]]
 
 
 def _check_statuses(h):
@@ -1262,11 +1336,19 @@ def _fleet_lines(s):
         ("$ per peak TFLOP-hour", _money(t["usd_per_peak_tflop_hour"], 4) or "n/a"),
         ("measured TFLOPS (gate)", "" if t["measured_tflops"] is None else "%.1f" % t["measured_tflops"]),
         ("$ per measured TFLOP-hour", _money(t["usd_per_measured_tflop_hour"], 4) or "n/a"),
-        ("usual driver / CUDA", "%s / %s" % (_text(t.get("usual_driver_version")) or "?",
-                                             _text(t.get("usual_cuda_driver_version")) or "?")),
+        ("usual driver / CUDA", "%s / %s" % (
+            _usual_text(t, "usual_driver_version", "driver_version"),
+            _usual_text(t, "usual_cuda_driver_version", "cuda_driver_version"))),
         ("version drift", "%d host(s) differ from the usual driver or CUDA version" % len(
             {d["host"] for d in t.get("drift") or ()})),
-    ]
+    ] + [("versions differ", x["reason"]) for x in t.get("version_split") or ()]
+
+
+def _usual_text(t, key, field):
+    value = _text(t.get(key))
+    if value:
+        return value
+    return "no majority" if any(x["field"] == field for x in t.get("version_split") or ()) else "?"
 
 
 def _drift_rows(s):
@@ -1313,7 +1395,10 @@ _MD_HOSTS_PER_CHUNK = 200
 def iter_markdown(data):
     """``to_markdown`` in chunks."""
     s = _as_summary(data)
-    out = ["# gpufleet report", "", "Generated %s." % _md(s["generated_at"]), "", "## Fleet", ""]
+    out = ["# gpufleet report", ""]
+    if s.get("check_mode"):
+        out += ["> **%s**" % _md(CHECK_MODE_BANNER), ""]
+    out += ["Generated %s." % _md(s["generated_at"]), "", "## Fleet", ""]
     out += _md_table(["", ""], _fleet_lines(s))
     out += ["", "## Hosts to return / fix", ""]
     if s["bad_hosts"]:
@@ -1329,11 +1414,12 @@ def iter_markdown(data):
         out += _md_table(["host", "what", "version", "usual"], drift)
     out += ["", "## Hosts", ""]
     yield "\n".join(out) + "\n"
-    out = _md_table(["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "collected", "reasons"], [])
+    out = _md_table(["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "facts read at", "reasons"], [])
     for n, h in enumerate(s["hosts"], 1):
         out.append(_md_row([_md(c) for c in (
             h["host"] + (" (simulated)" if h["simulated"] else ""), h["status"], h["provider"],
-            _money(h["price_per_hour"]), _models(h), _driver_text(h), h["collected_at"], "; ".join(h["reasons"]))]))
+            _money(h["price_per_hour"]), _models(h), _driver_text(h), facts_time_text(h),
+            "; ".join(h["reasons"]))]))
         if n % _MD_HOSTS_PER_CHUNK == 0:
             yield "\n".join(out) + "\n"
             out = []
@@ -1432,6 +1518,7 @@ th[aria-sort=descending]::after{content:" \\25BC"}
 .sim{background:#dbeafe;color:#1e3a8a;font-size:.8em;padding:.05em .4em;border-radius:.3em;margin-left:.4em}
 .fail{color:#b91c1c;font-weight:600}.pass{color:#15803d}.muted{color:#777}
 ul.r{margin:0;padding-left:1.1em}.summary th{width:14em}
+.banner{background:#fff1c2;color:#713f12;border:2px solid #d97706;padding:.6em .9em;font-weight:600}
 """
 
 # The page's only script: click (or Enter on) a column header of a table.sortable to sort its
@@ -1535,7 +1622,7 @@ def _html_host_row(h):
         _td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True),
         _td(h["provider"]), _td(_money(h["price_per_hour"]), cls="num"), _td(_models(h)),
         _td(_fmt_mem(h["memory_total_mib"] or None), cls="num"), _td(h["peak_bf16_tflops"], cls="num"),
-        _td(_driver_text(h)), _td(h["source"]), _td(h["collected_at"]), _td(_reasons_html(h["reasons"]), raw=True),
+        _td(_driver_text(h)), _td(h["source"]), _td(facts_time_text(h)), _td(_reasons_html(h["reasons"]), raw=True),
     ]) + "</tr>"
 
 
@@ -1565,6 +1652,10 @@ def iter_html(data):
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>gpufleet report</title>", "<style>%s</style></head><body>" % _CSS,
         "<h1>gpufleet fleet report</h1>",
+    ]
+    if s.get("check_mode"):
+        parts.append('<p class="banner" role="alert">%s</p>' % _h(CHECK_MODE_BANNER))
+    parts += [
         '<p class="muted">Generated %s. %s</p>' % (_h(s["generated_at"]), _h(one_line(s))),
         "<h2>Fleet summary</h2>", '<table class="summary">',
     ]
@@ -1593,7 +1684,7 @@ def iter_html(data):
 
     parts.append("<h2>Hosts (%d)</h2>" % len(s["hosts"]))
     parts.append(_html_head(["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS",
-                             "driver / CUDA", "source", "collected", "reasons"]))
+                             "driver / CUDA", "source", "facts read at", "reasons"]))
     yield "\n".join(parts) + "\n"
     parts = []
     for n, h in enumerate(s["hosts"], 1):
@@ -2157,7 +2248,7 @@ def _parallel_ok(summary, workers):
     return rows >= PARALLEL_MIN_ROWS and _cpus() >= 2 and _can_fork()
 
 
-def write_all(results, outdir, now=None, include_results=False, workers=None):
+def write_all(results, outdir, now=None, include_results=False, workers=None, check_mode=False):
     """Write fleet.html, fleet.json, fleet.csv, fleet.md and gpufleet.prom into ``outdir`` (created if needed).
 
     ``results``: a summary (from ``summarize``) or raw results (summarized here; ``include_results``
@@ -2167,13 +2258,14 @@ def write_all(results, outdir, now=None, include_results=False, workers=None):
     machine with two or more CPUs, one process otherwise; 1 forces one, 2 forces two. A worker's
     failure is raised here (``OSError`` for an I/O error, else ``ReportWriteError``). Returns
     ``{"html": path, "json": path, "csv": path, "markdown": path, "prometheus": path}``.
+    ``check_mode`` is used when ``results`` are raw results (see ``summarize``).
     """
     outdir = os.fspath(outdir)
     os.makedirs(outdir, exist_ok=True)
     if isinstance(results, dict) and "hosts" in results:
         summary = results
     else:
-        summary = summarize(results, now=now, include_results=include_results)
+        summary = summarize(results, now=now, include_results=include_results, check_mode=check_mode)
     with _gc_paused():
         if _parallel_ok(summary, workers):
             _write_parallel(summary, outdir)

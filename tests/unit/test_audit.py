@@ -197,11 +197,90 @@ def test_cudnn_missing_and_shm_small():
 def test_monitoring_stale_and_absent():
     assert audit.monitoring(readiness(textfile_age=3600))["status"] == "warn"
     r = readiness()
-    r["monitoring"] = {"textfile_age_s": None, "reason": "absent", "program": None}
+    r["monitoring"] = {"textfile": hostctx.MONITORING_TEXTFILE, "textfile_age_s": None, "program": None,
+                       "reason": "%s absent" % hostctx.MONITORING_TEXTFILE}
     item = audit.monitoring(r)
-    assert item["status"] == "fail" and "role gpu_monitoring" in item["summary"]
+    assert item["status"] == "fail"
+    assert item["summary"] == ("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom (absent); "
+                               "the gpu_monitoring role writes it; exporter program not seen in supervisord")
+
+
+def test_monitoring_says_what_it_saw_not_that_a_role_was_not_applied():
+    # The demo fleet: the exporter was installed and runs, but could not write its file.
+    r = readiness()
+    r["monitoring"] = {"textfile": hostctx.MONITORING_TEXTFILE, "textfile_age_s": None, "program": "RUNNING",
+                       "reason": "stat %s: [Errno 13] Permission denied" % hostctx.MONITORING_TEXTFILE}
+    item = audit.monitoring(r)
+    assert item["status"] == "fail" and "not applied" not in item["summary"]
+    assert item["summary"].startswith("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom "
+                                      "(stat /var/lib/gpufleet/textfile/gpufleet_gpu.prom: [Errno 13] Permission "
+                                      "denied); the gpu_monitoring role writes it")
+    assert "gpufleet-gpu-exporter RUNNING" in item["summary"]
+
+
+def test_packages_without_the_venv_say_how_to_install_it():
+    r = readiness()
+    r["venv"] = {"path": "/opt/gpufleet/venv", "exists": False, "python": None, "packages": {}}
+    item = audit.packages(r)
+    assert item["status"] == "warn" and "not applied" not in item["summary"]
+    assert item["summary"] == "gpufleet venv /opt/gpufleet/venv absent: install it with the torch role"
 
 
 @pytest.mark.parametrize(("value", "text"), [(90100, "9.1.0"), (8902, "8.9.2"), (None, None), (True, None)])
 def test_cudnn_text(value, text):
     assert audit.cudnn_text(value) == text
+
+
+# ----------------------------------------------------------------------------- CPU hosts by intent
+def test_cpu_host_by_intent_is_judged_as_a_cpu_host():
+    # tests/fixtures/report/cpu-box-09.json: gpu_facts and the doctor on a CPU container, expected_gpu_count 0
+    c = audit.checklist(report_result("cpu-box-09.json"))
+    assert c["torch_cuda"] == {"status": "ok", "summary": "torch 2.13.0+cpu is a CPU build, as intended for a CPU host",
+                               "reason": None}
+    assert c["cudnn"]["status"] == "ok" and "not needed on a CPU host" in c["cudnn"]["summary"]
+    assert c["monitoring"] == {"status": "ok", "summary": "CPU host: no GPU exporter needed", "reason": None}
+    assert c["multi_gpu"]["status"] == "ok" and c["multi_gpu"]["summary"].startswith("CPU host: NCCL")
+    assert c["capacity"]["status"] == "ok" and c["features"]["status"] == "ok"
+    assert not [k for k, v in c.items() if v["status"] == "fail"], c
+    # what is not about GPUs is judged as on any host
+    assert c["packages"]["status"] == "warn" and "missing: transformers" in c["packages"]["summary"]
+    assert c["security"]["status"] == "warn" and c["access"]["status"] == "warn"  # password SSH login on
+
+
+def test_cpu_host_intent_from_inventory_text_and_unset_keeps_the_gpu_rules():
+    r = report_result("cpu-box-09.json")
+    r["expected_gpu_count"] = "0"  # inventory vars may reach the result as text
+    assert audit.checklist(r)["torch_cuda"]["status"] == "ok"
+    r["expected_gpu_count"] = None  # intent unknown: a CPU build where GPUs may be rented is a failure
+    c = audit.checklist(r)
+    assert c["torch_cuda"]["status"] == "fail" and "CPU build" in c["torch_cuda"]["summary"]
+    assert c["cudnn"]["status"] == "fail"
+    assert c["monitoring"]["status"] == "fail" and "the gpu_monitoring role writes it" in c["monitoring"]["summary"]
+    assert c["capacity"]["status"] == "unknown"
+
+
+def test_cuda_torch_on_a_cpu_host_warns_and_says_how_to_fix():
+    torch = dict(TORCH, is_available=False, device_count=0)
+    item = audit.torch_cuda(torch, report_result("cpu-box-09.json")["gpu"], cpu_host=True)
+    assert item["status"] == "warn" and "CUDA build (CUDA 12.1) on a CPU host" in item["summary"]
+    assert "torch_cuda_variant: cpu" in item["summary"]
+    r = report_result("cpu-box-09.json")
+    r["doctor"]["evidence"]["torch"] = {"importable": False, "import_error": "No module named 'torch'"}
+    assert audit.checklist(r)["torch_cuda"]["status"] == "fail"  # a CPU host still needs a working torch
+
+
+@pytest.mark.parametrize(("value", "count"), [(0, 0), ("0", 0), (" 8 ", 8), (None, None), ("none", None),
+                                              (True, None), (float("nan"), None)])
+def test_expected_gpu_count(value, count):
+    assert audit.expected_gpu_count({"expected_gpu_count": value}) == count
+
+
+def test_no_torch_says_what_the_doctor_found_not_that_it_did_not_run():
+    r = report_result("cpu-box-09.json")
+    r["doctor"]["evidence"].update(torch=None, torch_skipped="torch is not installed in /opt/gpufleet/venv/bin/python")
+    c = audit.checklist(r)
+    assert c["torch_cuda"]["status"] == "unknown"
+    assert c["torch_cuda"]["reason"] == "no torch to check: torch is not installed in /opt/gpufleet/venv/bin/python"
+    assert c["cudnn"]["status"] == "ok"  # a CPU host needs no cuDNN, torch or not
+    r["doctor"] = None
+    assert audit.checklist(r)["torch_cuda"]["reason"] == "no doctor evidence about torch (run the doctor)"

@@ -26,7 +26,7 @@ CLI = ROOT / "scripts" / "fleet-report"
 NOW = datetime.datetime(2025, 6, 3, 9, 30, tzinfo=datetime.timezone.utc)
 
 INVENTORY = ["gpu-h100-01", "gpu-a100-02", "gpu-4090-03", "gpu-nodriver-04", "gpu-unreach-05", "gpu-l40s-06",
-             "demo-sim-07", "gpu-never-08"]
+             "demo-sim-07", "gpu-never-08", "cpu-box-09"]
 EXPECTED_STATUS = {
     "gpu-h100-01": "ok",
     "gpu-a100-02": "failed",  # GPU 2 uncorrectable ECC + failed row remap, GPU 3 lost (Xid 79)
@@ -36,6 +36,7 @@ EXPECTED_STATUS = {
     "gpu-l40s-06": "failed",  # playbook failed: disk full
     "demo-sim-07": "ok",  # fake NVML, labelled simulated
     "gpu-never-08": "unreachable",  # no result file at all
+    "cpu-box-09": "ok",  # a CPU host by intent (expected_gpu_count 0): no GPU stack, CPU torch
 }
 # What a user must find in every format, per bad host.
 MUST_SHOW = {
@@ -152,8 +153,8 @@ def test_every_host_gets_the_status_a_user_expects(summary):
 
 def test_fleet_totals(summary):
     t = summary["totals"]
-    assert t["hosts"] == 8
-    assert t["hosts_by_status"] == {"ok": 2, "degraded": 1, "failed": 2, "unreachable": 2, "no-gpu": 1,
+    assert t["hosts"] == 9
+    assert t["hosts_by_status"] == {"ok": 3, "degraded": 1, "failed": 2, "unreachable": 2, "no-gpu": 1,
                                     "unknown": 0}
     assert t["gpus"] == 8 + 4 + 1 + 2 + 1
     assert t["gpus_by_model"]["NVIDIA H100 80GB HBM3"] == 8
@@ -165,8 +166,8 @@ def test_fleet_totals(summary):
     assert t["gpu_memory_total_gib"] == round(mib / 1024.0, 1)
     # dense BF16 peaks from the spec rows: H100 SXM 989, A100 312 (lost one excluded), 4090 165.2, L40S 362, H200 989
     assert t["peak_bf16_tflops"] == pytest.approx(8 * 989 + 3 * 312 + 165.2 + 2 * 362.05 + 989, abs=0.2)
-    assert t["price_per_hour"] == pytest.approx(23.92 + 7.16 + 0.39 + 1.10 + 0.42 + 1.72)
-    assert t["priced_hosts"] == 6
+    assert t["price_per_hour"] == pytest.approx(23.92 + 7.16 + 0.39 + 1.10 + 0.42 + 1.72 + 0.10)
+    assert t["priced_hosts"] == 7
     peak_priced = 8 * 989 + 3 * 312 + 165.2 + 2 * 362.05
     assert t["usd_per_peak_tflop_hour"] == pytest.approx((23.92 + 7.16 + 0.39 + 1.72) / peak_priced, rel=1e-3)
     h100_measured = sum(742.5 - 3.1 * i for i in range(8))
@@ -251,7 +252,7 @@ def test_renderers_accept_raw_results_as_well_as_a_summary(results):
 def test_csv_has_one_row_per_gpu_plus_hosts_without_gpus(summary):
     rows = list(csv.DictReader(io.StringIO(report.to_csv(summary))))
     assert tuple(rows[0].keys()) == report.CSV_COLUMNS
-    assert len(rows) == 16 + 3  # 16 GPUs; no-driver, unreachable and never-reached hosts get one row each
+    assert len(rows) == 16 + 4  # 16 GPUs; no-driver, unreachable, never-reached and CPU hosts get one row each
     h100 = [r for r in rows if r["host"] == "gpu-h100-01"]
     assert [r["gpu_index"] for r in h100] == [str(i) for i in range(8)]
     assert {r["name"] for r in h100} == {"NVIDIA H100 80GB HBM3"}
@@ -348,7 +349,7 @@ def test_json_round_trips_with_totals_and_raw_results(summary, results):
 def test_json_keys_are_sorted_and_each_host_is_one_line(summary):
     text = report.to_json(summary)
     hosts = text.split('"hosts": [\n', 1)[1].split("\n  ]", 1)[0].split(",\n")
-    assert len(hosts) == 8
+    assert len(hosts) == len(INVENTORY)
     for line in hosts:
         line = line.strip()
         assert json.dumps(json.loads(line), sort_keys=True) == line
@@ -458,7 +459,7 @@ def test_cli_writes_the_report_and_exits_0_with_bad_hosts(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[:5] == [str(tmp_path / n) for n in ("fleet.html", "fleet.json", "fleet.csv", "fleet.md",
                                                      "gpufleet.prom")]
-    assert lines[5].startswith("8 host(s): 2 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu; 16 GPU(s)")
+    assert lines[5].startswith("9 host(s): 3 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu; 16 GPU(s)")
     assert "gpu-never-08" in (tmp_path / "fleet.html").read_text()
 
 
@@ -550,20 +551,62 @@ def test_version_drift_alone_leaves_an_ok_host_ok(results):
     assert report.summarize(fleet[2:], now=NOW)["totals"]["drift"] == []
 
 
-def test_version_drift_with_no_most_common_version_names_no_usual_one(results):
+def _h100_fleet(results, drivers):
     h100 = next(r for r in results if r["host"] == "gpu-h100-01")
     fleet = []
-    for i, driver in enumerate(["550.90.07", "535.161.08"]):
+    for name, driver in drivers:
         r = copy.deepcopy(h100)
-        r["host"] = "h%d" % i
+        r["host"] = name
         r["gpu"]["driver_version"] = driver
         fleet.append(r)
+    return fleet
+
+
+def test_version_drift_without_a_majority_is_one_fleet_line_and_no_host_reason(results):
+    # Three GPU hosts on three drivers (the demo fleet): no host is "the odd one", so none is flagged.
+    fleet = _h100_fleet(results, [("a", "535.161.08"), ("b", "550.90.07"), ("c", "570.124.06")])
     s = report.summarize(fleet, now=NOW)
-    assert s["totals"]["usual_driver_version"] is None
-    assert [(d["host"], d["usual"]) for d in s["totals"]["drift"]] == [("h0", None), ("h1", None)]
-    assert by_host(s)["h1"]["reasons"] == [
-        "driver 535.161.08: the fleet has 2 driver versions and none is the most common"]
-    assert all(by_host(s)[h]["status"] == "ok" for h in ("h0", "h1"))
+    t = s["totals"]
+    assert t["usual_driver_version"] is None and t["drift"] == []
+    assert all(by_host(s)[h]["reasons"] == [] and by_host(s)[h]["status"] == "ok" for h in "abc")
+    (split,) = t["version_split"]
+    assert split["field"] == "driver_version" and split["severity"] == "info"
+    assert split["reason"] == ("driver versions differ across the fleet: 535.161.08 on a; 550.90.07 on b; "
+                               "570.124.06 on c (no majority)")
+    assert [v["hosts"] for v in split["versions"]] == [1, 1, 1]
+    assert t["usual_cuda_driver_version"] == "12.4"  # every host agrees on CUDA: no line for it
+    md = report.to_markdown(s)
+    assert "| versions differ | %s |" % split["reason"] in md and "usual driver / CUDA | no majority / 12.4" in md
+    assert "## Version drift" not in md
+    page = report.to_html(s)
+    assert "<th>versions differ</th><td>%s</td>" % html.escape(split["reason"]) in page
+    assert json.loads(report.to_json(s))["totals"]["version_split"][0]["reason"] == split["reason"]
+    assert "driver versions differ (no majority)" in report.one_line(s)
+    series = parse_prometheus(report.to_prometheus(s))
+    assert not [k for k in series if k[0] == "gpufleet_host_version_drift" and ("field", "driver_version") in k[1]]
+
+
+def test_version_drift_needs_more_than_half_of_the_hosts(results):
+    # 2 of 4 is the largest group but no majority; 2 of 2 tie as before; 3 of 4 is one.
+    two_of_four = _h100_fleet(results, [("a", "550.90.07"), ("b", "550.90.07"), ("c", "535.161.08"),
+                                        ("d", "570.124.06")])
+    s = report.summarize(two_of_four, now=NOW)
+    assert s["totals"]["usual_driver_version"] is None and s["totals"]["drift"] == []
+    assert "550.90.07 on a, b; 535.161.08 on c; 570.124.06 on d" in s["totals"]["version_split"][0]["reason"]
+    tie = report.summarize(_h100_fleet(results, [("h0", "550.90.07"), ("h1", "535.161.08")]), now=NOW)
+    assert tie["totals"]["drift"] == [] and len(tie["totals"]["version_split"]) == 1
+    three_of_four = _h100_fleet(results, [("a", "550.90.07"), ("b", "550.90.07"), ("c", "550.90.07"),
+                                          ("d", "535.161.08")])
+    s = report.summarize(three_of_four, now=NOW)
+    assert s["totals"]["version_split"] == []
+    assert [(d["host"], d["usual"]) for d in s["totals"]["drift"]] == [("d", "550.90.07")]
+
+
+def test_version_split_line_names_a_few_hosts_per_version(results):
+    fleet = _h100_fleet(results, [("h%02d" % i, "550.90.07" if i % 2 else "535.161.08") for i in range(10)])
+    (split,) = report.summarize(fleet, now=NOW)["totals"]["version_split"]
+    assert split["reason"] == ("driver versions differ across the fleet: 535.161.08 on h00, h02, h04 and 2 more; "
+                               "550.90.07 on h01, h03, h05 and 2 more (no majority)")
 
 
 def test_version_drift_shows_in_every_format(summary):
@@ -721,7 +764,7 @@ def test_a_daemonic_worker_renders_in_one_process(tmp_path):
     # multiprocessing.Pool workers are daemonic and may not start children: no fork there.
     with multiprocessing.get_context("fork").Pool(1) as pool:
         kinds, hosts = pool.apply(_report_in_pool_worker, (str(tmp_path),))
-    assert kinds == sorted(report.OUTPUT_FILES) and hosts == 8
+    assert kinds == sorted(report.OUTPUT_FILES) and hosts == len(INVENTORY)
     assert sorted(os.listdir(tmp_path)) == sorted(report.OUTPUT_FILES.values())
 
 
@@ -737,7 +780,7 @@ def test_cli_hosts_file_names_the_inventory(tmp_path):
     hosts_file.write_text("# inventory\n" + "\n".join(INVENTORY) + "\n\n")
     proc = _cli(str(FIXTURES), "--out", str(tmp_path / "out"), "--hosts-file", str(hosts_file))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[5].startswith("8 host(s): 2 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu")
+    assert proc.stdout.splitlines()[5].startswith("9 host(s): 3 ok, 1 degraded, 2 failed, 2 unreachable, 1 no-gpu")
     fleet = json.loads((tmp_path / "out" / "fleet.json").read_text())
     assert {h["host"] for h in fleet["hosts"]} == set(INVENTORY)
     assert "results" not in fleet
@@ -751,7 +794,7 @@ def test_cli_hosts_file_takes_an_inventory_too_large_for_one_argument(tmp_path):
     proc = _cli(str(FIXTURES), "--out", str(tmp_path / "out"), "--hosts-file", str(hosts_file),
                 "--hosts", "gpu-extra-1")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[5].startswith("10009 host(s): 2 ok, 1 degraded, 2 failed, 10003 unreachable")
+    assert proc.stdout.splitlines()[5].startswith("10010 host(s): 3 ok, 1 degraded, 2 failed, 10003 unreachable")
     assert "gpu-rented-host-09999" in (tmp_path / "out" / "fleet.csv").read_text()
 
 
@@ -765,3 +808,133 @@ def test_cli_include_results(tmp_path):
     proc = _cli(str(FIXTURES), "--out", str(tmp_path), "--hosts", ",".join(INVENTORY), "--include-results")
     assert proc.returncode == 0, proc.stderr
     assert {r["host"] for r in json.loads((tmp_path / "fleet.json").read_text())["results"]} == set(INVENTORY)
+
+
+# --------------------------------------------------------------------------- CPU hosts by intent, ok hosts
+# Reasons that say what is wrong with a host (the rest, version drift, are info lines).
+FAILURE_REASON = re.compile(r"^(playbook failed|no GPU|GPU facts unavailable|doctor: |GPU \S+: gate |result file "
+                            r"unreadable|report could not read)")
+
+
+def test_cpu_host_by_intent_is_ok_with_no_gpu_stack_as_info(summary):
+    cpu = by_host(summary)["cpu-box-09"]
+    assert (cpu["status"], cpu["action"], cpu["reasons"]) == ("ok", None, [])
+    stack = next(f for f in cpu["findings"] if f["code"] == "gpu_stack_broken")
+    assert stack["severity"] == "info" and stack["error_code"] == "no_gpu_stack"
+    assert stack["message"].startswith("as intended on a CPU host (expected_gpu_count 0): GPU stack broken")
+    assert "cpu-box-09" not in {b["host"] for b in summary["bad_hosts"]}
+    checks = cpu["checklist"]
+    assert checks["torch_cuda"]["summary"] == "torch 2.13.0+cpu is a CPU build, as intended for a CPU host"
+    assert {checks[k]["status"] for k in ("torch_cuda", "cudnn", "monitoring")} == {"ok"}
+    series = parse_prometheus(report.to_prometheus(summary))
+    assert value(series, "gpufleet_host_health_findings", host="cpu-box-09", severity="critical") == 0
+    assert "GPU stack broken" not in report.to_markdown(summary).split("## Hosts\n", 1)[1].split("##", 1)[0]
+
+
+@pytest.mark.parametrize(("code", "error"), [
+    ("no_gpu_stack", "no NVIDIA device node, kernel driver or tools on this host"),
+    ("driver_not_loaded", "nvmlInit failed: Driver Not Loaded; /proc/driver/nvidia/version is absent"),
+    ("nvidia_smi_timeout", "nvidia-smi timed out"),
+])
+def test_cpu_host_by_intent_whatever_its_gpu_stack_says(results, code, error):
+    cpu = copy.deepcopy(next(r for r in results if r["host"] == "cpu-box-09"))
+    cpu["gpu"].update(error=error, error_code=code)
+    del cpu["gpu"]["health"]  # computed by facts.health, as the module does
+    unsaid = dict(copy.deepcopy(cpu), host="unsaid-10", expected_gpu_count=None)
+    hosts = by_host(report.summarize([cpu, unsaid], now=NOW))
+    assert (hosts["cpu-box-09"]["status"], hosts["cpu-box-09"]["reasons"]) == ("ok", [])
+    # without the intent, a host that shows no GPU is what it was: no-gpu, or unknown when nothing is known
+    assert hosts["unsaid-10"]["status"] in ("no-gpu", "unknown") and hosts["unsaid-10"]["reasons"]
+
+
+def _mixed_fleet(results):
+    """The sample fleet plus variations: CPU hosts with each kind of "no GPU" facts, a drifting GPU host,
+    a gate failure, doctor findings."""
+    fleet = copy.deepcopy(results)
+    base = {r["host"]: r for r in fleet}
+    for i, (code, error) in enumerate([("driver_not_loaded", "Driver Not Loaded"), ("no_devices", "no devices"),
+                                       (None, None)]):
+        r = copy.deepcopy(base["cpu-box-09"])
+        r["host"] = "cpu-extra-%d" % i
+        r["gpu"].update(error=error, error_code=code)
+        del r["gpu"]["health"]
+        fleet.append(r)
+    r = copy.deepcopy(base["gpu-h100-01"])
+    r.update(host="h100-old-driver")
+    r["gpu"]["driver_version"] = "535.161.08"
+    fleet.append(r)
+    r = copy.deepcopy(base["gpu-h100-01"])
+    r.update(host="h100-doctor", doctor={"status": "broken", "findings": [
+        {"code": "torch_cpu_wheel", "severity": "critical", "message": "torch 2.3.1+cpu is a CPU-only wheel"}]})
+    fleet.append(r)
+    return fleet
+
+
+def test_an_ok_host_never_lists_a_failure_as_its_reason(results):
+    s = report.summarize(_mixed_fleet(results), now=NOW)
+    ok = [h for h in s["hosts"] if h["status"] == "ok"]
+    assert {"cpu-box-09", "cpu-extra-0", "cpu-extra-1", "cpu-extra-2", "gpu-h100-01", "h100-old-driver"} <= {
+        h["host"] for h in ok}
+    for h in ok:
+        info = {d["reason"] for d in s["totals"]["drift"] if d["host"] == h["host"]}
+        failures = {report._finding_text(f) for f in h["findings"] if f.get("severity") in report._REASON_SEVERITIES}
+        for reason in h["reasons"]:
+            assert reason in info, (h["host"], reason)  # the only reasons an ok host may have: info lines
+            assert reason not in failures and not FAILURE_REASON.match(reason), (h["host"], reason)
+        assert h["action"] is None
+    assert by_host(s)["h100-old-driver"]["reasons"] == ["driver 535.161.08 differs from the fleet's usual 550.90.07"]
+    assert by_host(s)["h100-doctor"]["status"] == "failed"  # the rule does not hide real faults
+
+
+# --------------------------------------------------------------------------- when the facts were read
+def test_each_host_says_when_its_facts_were_read(summary, tmp_path):
+    hosts = by_host(summary)
+    assert (hosts["cpu-box-09"]["facts_read_at"], hosts["cpu-box-09"]["facts_read_at_source"]) == (
+        "2026-12-01T20:51:03Z", "gpu_facts")  # ansible_facts.gpu.collected_at
+    # older results carry no time of their own: the record's, labelled as such
+    assert (hosts["gpu-h100-01"]["facts_read_at"], hosts["gpu-h100-01"]["facts_read_at_source"]) == (
+        "2025-06-03T09:14:07+00:00", "record")
+    assert (hosts["gpu-never-08"]["facts_read_at"], hosts["gpu-never-08"]["facts_read_at_source"]) == (None, None)
+    assert report.facts_time_text(hosts["cpu-box-09"]) == "2026-12-01T20:51:03Z"
+    assert report.facts_time_text(hosts["gpu-h100-01"]) == "not reported; record written at 2025-06-03T09:14:07+00:00"
+    assert report.facts_time_text(hosts["gpu-never-08"]) == "unknown"
+    report.write_all(summary, tmp_path)
+    md = (tmp_path / "fleet.md").read_text()
+    assert "| driver / CUDA | facts read at | reasons |" in md
+    assert "| ? / ? | 2026-12-01T20:51:03Z |" in md and "| unknown | no result (host not reached) |" in md
+    page = (tmp_path / "fleet.html").read_text()
+    assert "<th>facts read at</th>" in page
+    assert "<td>not reported; record written at 2025-06-03T09:14:07+00:00</td>" in page
+    data = json.loads((tmp_path / "fleet.json").read_text())
+    assert next(h for h in data["hosts"] if h["host"] == "cpu-box-09")["facts_read_at"] == "2026-12-01T20:51:03Z"
+    rows = {r["host"]: r for r in csv.DictReader(io.StringIO((tmp_path / "fleet.csv").read_text()))}
+    assert (rows["cpu-box-09"]["facts_read_at"], rows["cpu-box-09"]["facts_read_at_source"]) == (
+        "2026-12-01T20:51:03Z", "gpu_facts")
+    assert (rows["gpu-never-08"]["facts_read_at"], rows["gpu-never-08"]["facts_read_at_source"]) == ("", "")
+
+
+# --------------------------------------------------------------------------- --check runs
+def test_a_check_run_report_says_it_is_a_plan(results, tmp_path):
+    plain = report.summarize(results, now=NOW)
+    assert plain["check_mode"] is False
+    assert report.CHECK_MODE_BANNER not in report.to_html(plain) and "--check" not in report.to_markdown(plain)
+    s = report.summarize(results, now=NOW, check_mode=True)
+    report.write_all(s, tmp_path)
+    banner = ("This report was written by a --check run: it shows what the run would do, the hosts were not "
+              "changed.")
+    page = (tmp_path / "fleet.html").read_text()
+    assert '<h1>gpufleet fleet report</h1>\n<p class="banner" role="alert">%s</p>' % html.escape(banner) in page
+    assert (tmp_path / "fleet.md").read_text().startswith("# gpufleet report\n\n> **%s**\n" % banner)
+    assert json.loads((tmp_path / "fleet.json").read_text())["check_mode"] is True
+    assert report.one_line(s).endswith("; --check run: a plan, the hosts were not changed")
+
+
+def test_cli_check_mode(tmp_path):
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path / "check"), "--hosts", ",".join(INVENTORY), "--check-mode")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "check" / "fleet.json").read_text())["check_mode"] is True
+    assert "written by a --check run" in (tmp_path / "check" / "fleet.md").read_text()
+    assert "--check run" in proc.stdout.splitlines()[5]
+    proc = _cli(str(FIXTURES), "--out", str(tmp_path / "real"), "--hosts", ",".join(INVENTORY))
+    assert json.loads((tmp_path / "real" / "fleet.json").read_text())["check_mode"] is False
+    assert "--check run" not in (tmp_path / "real" / "fleet.html").read_text()

@@ -65,15 +65,20 @@ def test_fleet_json_with_remediation_validates(summary, tmp_path):
 
 
 def test_a_cpu_host_by_intent_is_ok_not_no_gpu():
+    # No "health" in the facts: the report computes it with facts.health, as gpu_facts does (failed,
+    # gpu_stack_broken); on a CPU host by intent that is no fault and no reason.
     facts = {"schema": 1, "source": "none", "error": "no NVIDIA device node, kernel driver or tools on this host",
-             "error_code": "no_gpu_stack", "gpu_count": 0, "gpus": [], "health": {"status": "ok", "findings": []}}
+             "error_code": "no_gpu_stack", "gpu_count": 0, "gpus": []}
     cpu = dict(_result("cpu-host", {"status": "healthy", "cuda_usable": False, "findings": []}), gpu=facts)
     unsaid = dict(cpu, host="unsaid-host")
     cpu["expected_gpu_count"] = 0
     s = report.summarize([cpu, unsaid])
     by = {h["host"]: h for h in s["hosts"]}
     assert by["cpu-host"]["status"] == "ok" and by["cpu-host"]["action"] is None
+    assert by["cpu-host"]["reasons"] == [] and {f["severity"] for f in by["cpu-host"]["findings"]} == {"info"}
     assert by["unsaid-host"]["status"] == "no-gpu"
+    assert by["unsaid-host"]["reasons"] == ["no GPU: no_gpu_stack: no NVIDIA device node, kernel driver or tools on "
+                                            "this host"]
 
 
 def test_cpu_mode_gate_results_are_shown_without_a_gpu_row(tmp_path):

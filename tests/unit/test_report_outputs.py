@@ -64,6 +64,8 @@ def test_schema_statuses_match_the_report(validator):
     assert validator.schema["$defs"]["status"]["enum"] == list(report.STATUSES)
     actions = validator.schema["$defs"]["action"]["enum"]
     assert set(actions) == {report.ACTION_RETURN, report.ACTION_FIX, report.ACTION_CHECK, None}
+    sources = validator.schema["$defs"]["host"]["properties"]["facts_read_at_source"]["enum"]
+    assert sources == list(report.FACTS_TIME_SOURCES)
 
 
 def test_fleet_json_validates_against_the_schema(validator, fleet):
@@ -87,6 +89,23 @@ def test_fleet_json_with_embedded_results_validates(validator, tmp_path):
 def test_fleet_json_drift_entries_validate(validator, fleet):
     assert len(fleet["totals"]["drift"]) == 3
     assert fleet["totals"]["usual_driver_version"] == "550.90.07"
+    assert fleet["check_mode"] is False and fleet["totals"]["version_split"] == []
+    assert {h["facts_read_at_source"] for h in fleet["hosts"]} == {"gpu_facts", "record", None}
+
+
+def test_fleet_json_of_a_check_run_with_a_version_split_validates(validator):
+    # --check run; three GPU hosts on three drivers: no majority, one fleet-level line
+    results = report.load_results(FIXTURES, inventory_hosts=INVENTORY)
+    h100 = next(r for r in results if r["host"] == "gpu-h100-01")
+    fleet = []
+    for name, driver in (("a", "535.161.08"), ("b", "550.90.07"), ("c", "570.124.06")):
+        r = copy.deepcopy(h100)
+        r["host"] = name
+        r["gpu"]["driver_version"] = driver
+        fleet.append(r)
+    data = json.loads(report.to_json(report.summarize(fleet, now=NOW, check_mode=True)))
+    assert data["check_mode"] is True and len(data["totals"]["version_split"]) == 1
+    assert _errors(validator, data) == []
 
 
 def _set_status(d):
@@ -134,6 +153,18 @@ def _drop_drift(d):
     del d["totals"]["drift"]
 
 
+def _drop_check_mode(d):
+    del d["check_mode"]
+
+
+def _facts_time_source_bogus(d):
+    d["hosts"][0]["facts_read_at_source"] = "guessed"
+
+
+def _drop_version_split(d):
+    del d["totals"]["version_split"]
+
+
 MUTATIONS = {
     "status bogus": (_set_status, "'bogus' is not one of"),
     "ok host in bad_hosts": (_bad_host_ok, "should not be valid"),
@@ -146,6 +177,9 @@ MUTATIONS = {
     "schema version": (_wrong_schema, "1 was expected"),
     "drift severity not info": (_drift_not_info, "'info' was expected"),
     "totals.drift missing": (_drop_drift, "'drift' is a required property"),
+    "check_mode missing": (_drop_check_mode, "'check_mode' is a required property"),
+    "facts_read_at_source bogus": (_facts_time_source_bogus, "'guessed' is not one of"),
+    "totals.version_split missing": (_drop_version_split, "'version_split' is a required property"),
 }
 
 
@@ -324,7 +358,7 @@ def test_chromium_sorts_the_hosts_table_by_a_clicked_column(outdir, tmp_path):
     dom = _run_chromium(tmp_path, "--dump-dom", test_page.as_uri()).stdout
     asc = re.search(r'data-asc="([^"]*)"', dom).group(1).split("|")
     desc = re.search(r'data-desc="([^"]*)"', dom).group(1).split("|")
-    prices = ["$0.39", "$0.42", "$1.10", "$1.72", "$7.16", "$23.92"]
+    prices = ["$0.10", "$0.39", "$0.42", "$1.10", "$1.72", "$7.16", "$23.92"]
     assert asc == ["", ""] + prices + ["ascending"]
     assert desc == prices[::-1] + ["", "", "descending"]
 
@@ -348,7 +382,8 @@ def test_checklist_in_fleet_json_validates(validator, checklist_summary):
     assert {f["code"] for f in h["checklist"]["security"]["findings"]} >= {"ctk_below_floor", "jupyter_public_plain"}
     unreachable = next(x for x in data["hosts"] if x["host"] == "gpu-unreach-05")
     assert {v["status"] for v in unreachable["checklist"].values()} == {"unknown"}
-    assert data["totals"]["checklist"]["security"] == {"ok": 0, "warn": 0, "fail": 1, "unknown": len(data["hosts"]) - 1}
+    # the H100 fails (toolkit below its floor); the CPU host warns (password SSH, OpenSSH unverified)
+    assert data["totals"]["checklist"]["security"] == {"ok": 0, "warn": 1, "fail": 1, "unknown": len(data["hosts"]) - 2}
     assert h["gpus"][0]["features"].endswith("cu121 wheel: yes")
 
 
@@ -359,7 +394,7 @@ def test_checklist_in_markdown_html_and_csv(checklist_summary):
     assert "full fine-tuning (Adam, mixed precision): 16 bytes/param" in md  # the rule next to the answers
     assert "cu121 wheel: yes" in md
     page = report.to_html(checklist_summary)
-    assert "<h2>Renter's checklist</h2>" in page and "Security findings (6)" in page
+    assert "<h2>Renter's checklist</h2>" in page and "Security findings (8)" in page  # H100 6, CPU host 2
     assert 'class="fail">fail: NVIDIA container toolkit' in page
     rows = list(csv.DictReader(io.StringIO(report.to_csv(checklist_summary))))
     h100 = [r for r in rows if r["host"] == "gpu-h100-01"]
