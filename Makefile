@@ -1,6 +1,7 @@
 # gpufleet: the two commands of the README, and the pieces they are made of.
 #   make demo   set everything up, start a local demo fleet, run site.yml against it
-#   make test   set everything up, run lint, unit tests, syntax checks and every molecule scenario
+#   make test   set everything up, run lint, unit tests, syntax checks, every molecule scenario, the
+#               fleet suites and the end-to-end suite on the demo fleet
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
@@ -11,13 +12,14 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 DEMO_HOSTS ?= 5
 
-.PHONY: help bootstrap images wheelhouse lint unit syntax molecule fleet-tests test quick demo demo-down clean
+.PHONY: help bootstrap images wheelhouse lint unit syntax molecule fleet-tests e2e test quick demo demo-down clean
 
 help:
 	@echo "make demo       start a local demo fleet and run site.yml against it"
 	@echo "make test       lint + unit tests + syntax check + molecule scenarios ($(SCENARIOS))"
 	@echo "make quick      lint + unit tests + syntax check (no containers)"
 	@echo "make fleet-tests  partial failure, interrupted runs, bad inputs, secret scan on container hosts"
+	@echo "make e2e        make demo, then judge the demo fleet from outside (tests/e2e) and run site.yml again"
 	@echo "make demo-down  stop the demo fleet"
 
 bootstrap:
@@ -63,7 +65,12 @@ molecule: images wheelhouse
 fleet-tests: images wheelhouse
 	@start=$$(date +%s); $(BIN)/pytest -q tests/fleet && echo "== fleet tests passed in $$(( $$(date +%s) - start )) s"
 
-test: quick molecule fleet-tests
+# End to end: make demo, then what a renter must find on each demo host (tests/e2e), a second
+# site.yml with changed=0 included. The demo fleet is left up for a look (make demo-down).
+e2e: demo
+	@start=$$(date +%s); $(BIN)/pytest -q tests/e2e && echo "== e2e passed in $$(( $$(date +%s) - start )) s"
+
+test: quick molecule fleet-tests e2e
 	@echo "make test: all checks passed"
 
 demo: images wheelhouse

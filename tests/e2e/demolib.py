@@ -1,0 +1,48 @@
+"""The demo fleet as the end-to-end suite sees it: its inventory, its hosts over SSH, its reports."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "inventories" / "demo" / "hosts.yml"
+KEY = ROOT / ".demo" / "id_ed25519"
+REPORTS = ROOT / "reports"
+
+
+class DemoHost:
+    """One demo host as its inventory describes it, reached over SSH like any rented host."""
+
+    def __init__(self, name, hostvars):
+        self.name = name
+        self.vars = hostvars
+        self.port = int(hostvars["ansible_port"])
+
+    def ssh_argv(self, *extra):
+        return ["ssh", "-i", str(KEY), "-p", str(self.port), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", "ControlMaster=no", "-o", "ControlPath=none", *extra, "root@127.0.0.1"]
+
+    def run(self, command, check=True, timeout=60):
+        """Run a shell command on the host over a fresh SSH connection (never Ansible's)."""
+        res = subprocess.run(self.ssh_argv() + [command], capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError("%s: %r exited %d: %s" % (self.name, command, res.returncode, res.stderr))
+        return res
+
+
+def hosts():
+    """{name: DemoHost} from the inventory scripts/demo-fleet wrote."""
+    inv = yaml.safe_load(INVENTORY.read_text())
+    found = {}
+    for group in inv.values():
+        for name, hv in (group.get("hosts") or {}).items():
+            found[name] = DemoHost(name, hv or {})
+    return found
+
+
+def load_report(folder=None):
+    folder = Path(folder or (REPORTS / "latest"))
+    return json.loads((folder / "fleet.json").read_text()), folder

@@ -1,0 +1,254 @@
+"""After `make demo`'s site.yml: what a renter must find on each demo host and in the report.
+
+Every expectation is written here, per host, from what the host is (scripts/demo-fleet): none is
+read back from the code under test. The judges are outside the project where one exists: sshd's
+own answer to a password login, promtool for the exporter's metrics, a Jupyter client over an SSH
+tunnel, ansible-playbook's recap for the second run.
+"""
+
+import importlib.util
+import os
+import re
+import socket
+import subprocess
+import time
+from datetime import datetime, timezone
+
+import fleetlib
+import pytest
+from demolib import ROOT, load_report
+
+CHECKLIST = ("torch_cuda", "cudnn", "capacity", "features", "access", "image", "multi_gpu", "packages",
+             "monitoring", "security")
+
+# What each demo host is, and so what the report must say of it after site.yml. Checklist items not
+# named here must not be "fail" (a warning or an unknown is allowed where the demo cannot know).
+# A failing item named here is a true finding about the demo host, not a tolerated bug.
+EXPECTED = {
+    "01": {  # healthy CPU host by intent: torch's CPU build, Jupyter, the gate in cpu mode
+        "status": "ok", "gpu": False,
+        # packages warn: the demo's wheelhouse holds torch only, not transformers / datasets / accelerate.
+        "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "packages": "warn", "monitoring": "ok",
+                      "multi_gpu": "ok"},
+    },
+    "02": {  # CPU host by intent, Debian 13, broken CUDA links repaired by cuda_links, no torch
+        "status": "ok", "gpu": False,
+        "checklist": {"access": "ok", "monitoring": "ok", "multi_gpu": "ok"},
+    },
+    "03": {  # simulated 1x H200 with a CPU-only torch where a CUDA build belongs: the doctor names it
+        "status": "failed", "gpu": True,
+        "checklist": {"torch_cuda": "fail", "cudnn": "fail", "access": "ok", "monitoring": "ok"},
+        "reason": r"CPU",
+    },
+    # 04 and 05 run Debian 13 (Python 3.13, no local torch wheel), so torch is off there: the packages
+    # item fails, rightly. Docker's default 64 MiB /dev/shm is too small for NCCL: multi_gpu fails, rightly.
+    "04": {  # simulated 8x H100 SXM with NVSwitch, healthy
+        "status": "ok", "gpu": True,
+        "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "fail"},
+    },
+    "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
+        "status": "failed", "gpu": True,
+        "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "fail"},
+        "reason": r"off the bus|lost|fallen",
+        "scrape_errors": ["gpu_is_lost"],  # the exporter says so too, in gpufleet_gpu_scrape_error_info
+    },
+}
+TEXTFILE = "/var/lib/gpufleet/textfile/gpufleet_gpu.prom"
+JUPYTER_PORT = 8888
+
+
+def short(name):
+    """gpufleet-demo-03 -> "03" (another prefix: GPUFLEET_DEMO_PREFIX of scripts/demo-fleet)."""
+    found = re.search(r"-([0-9]{2})$", name)
+    return found.group(1) if found else name
+
+
+@pytest.fixture(scope="module")
+def expected_hosts(demo_hosts):
+    names = {short(n): n for n in demo_hosts}
+    missing = sorted(set(EXPECTED) - set(names))
+    assert not missing, "the demo fleet lacks hosts %s: make demo starts five" % missing
+    return {key: demo_hosts[names[key]] for key in EXPECTED}
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_host_status_and_checklist(report, expected_hosts, key):
+    want = EXPECTED[key]
+    host = report["hosts"].get(expected_hosts[key].name)
+    assert host is not None, "%s is not in the report" % expected_hosts[key].name
+    items = host.get("checklist") or {}
+    got = {k: items.get(k, {}).get("status") for k in CHECKLIST}
+    problems = []
+    if host["status"] != want["status"]:
+        problems.append("status %s, want %s (reasons: %s)" % (host["status"], want["status"], host.get("reasons")))
+    for item in CHECKLIST:
+        expect = want["checklist"].get(item)
+        if expect and got[item] != expect:
+            problems.append("%s: %s, want %s (%s)" % (item, got[item], expect, items.get(item, {}).get("summary")))
+        elif not expect and got[item] == "fail":
+            problems.append("%s: fail (%s)" % (item, items.get(item, {}).get("summary")))
+    if want.get("reason") and not any(re.search(want["reason"], r) for r in host.get("reasons") or []):
+        problems.append("no reason matches %r: %s" % (want["reason"], host.get("reasons")))
+    if host["status"] == "ok":
+        failing = [r for r in host.get("reasons") or [] if re.search(r"broken|fail|missing|critical", r, re.I)]
+        if failing:
+            problems.append("status ok but failure reasons listed: %s" % failing)
+    assert not problems, "%s: %s" % (host["host"], "; ".join(problems))
+
+
+def test_report_shows_the_state_the_run_left(report):
+    """Nothing in any format says password login is on: ssh_hardening turned it off during the run."""
+    for fmt in ("fleet.json", "fleet.md", "fleet.html", "fleet.csv"):
+        text = (report["folder"] / fmt).read_text()
+        assert not re.search(r"password login yes|passwordauthentication yes", text, re.I), fmt
+    for name, host in report["hosts"].items():
+        access = (host.get("checklist") or {}).get("access", {}).get("summary", "")
+        assert "password login no" in access, "%s: %s" % (name, access)
+        read_at = host.get("facts_read_at")
+        assert read_at, "%s: the report does not say when its facts were read" % name
+        when = datetime.fromisoformat(read_at.replace("Z", "+00:00"))
+        assert (datetime.now(timezone.utc) - when).total_seconds() < 3 * 3600, "%s: facts read at %s" % (name, read_at)
+
+
+def test_no_drift_line_per_host_without_a_majority(report):
+    for name, host in report["hosts"].items():
+        noisy = [r for r in host.get("reasons") or [] if "none is the most common" in r]
+        assert not noisy, "%s: %s" % (name, noisy)
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_state_folder_is_open_to_the_roles_users(expected_hosts, key):
+    out = expected_hosts[key].run("stat -c '%a %U %G' /var/lib/gpufleet").stdout.split()
+    assert out == ["755", "root", "root"], "/var/lib/gpufleet on %s: %s" % (key, out)
+
+
+@pytest.mark.parametrize("key", [k for k in sorted(EXPECTED) if EXPECTED[k]["gpu"]])
+def test_exporter_textfile_is_fresh_and_valid(expected_hosts, promtool, key):
+    host = expected_hosts[key]
+    res = host.run("stat -c %%Y %s && date +%%s && cat %s" % (TEXTFILE, TEXTFILE), check=False)
+    assert res.returncode == 0, "%s: no exporter textfile %s: %s" % (key, TEXTFILE, res.stderr)
+    mtime, now, text = res.stdout.split("\n", 2)
+    age = int(now) - int(mtime)
+    assert age <= 45, "%s: %s is %d s old (the exporter writes every 15 s)" % (key, TEXTFILE, age)
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, "%s: promtool check metrics: %s%s" % (key, check.stdout, check.stderr)
+    assert re.search(r"^gpufleet_gpu_\w+\{", text, re.M), "%s: no gpufleet_gpu_* sample" % key
+    errors = sorted(set(re.findall(r'^gpufleet_gpu_scrape_error_info\{[^}]*code="([^"]+)"[^}]*\} 1', text, re.M)))
+    assert errors == EXPECTED[key].get("scrape_errors", []), "%s: exporter errors %s" % (key, errors)
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_ssh_key_login_works_and_password_login_is_refused(expected_hosts, key):
+    host = expected_hosts[key]
+    assert host.run("true").returncode == 0
+    # sshd lists the methods it still offers when it refuses: only publickey may remain.
+    res = subprocess.run(
+        ["ssh", "-p", str(host.port), "-o", "BatchMode=yes", "-o", "PubkeyAuthentication=no",
+         "-o", "PreferredAuthentications=password,keyboard-interactive", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "ControlPath=none", "root@127.0.0.1", "true"],
+        capture_output=True, text=True, timeout=30)
+    assert res.returncode == 255, res
+    offered = re.search(r"Permission denied \(([^)]*)\)", res.stderr)
+    assert offered, res.stderr
+    assert offered.group(1).split(",") == ["publickey"], "%s offers %s" % (key, offered.group(1))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _jupyter_probe():
+    path = ROOT / "molecule" / "jupyter" / "files" / "jupyter_probe.py"
+    spec = importlib.util.spec_from_file_location("jupyter_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_jupyter_through_an_ssh_tunnel_with_a_real_client(expected_hosts):
+    """The renter's way in: ssh -L to the loopback-only server, log in, run a cell over the kernel websocket."""
+    import requests
+
+    host = expected_hosts["01"]
+    password = (ROOT / ".demo" / "jupyter-password").read_text().strip()
+    port = _free_port()
+    tunnel = subprocess.Popen(host.ssh_argv("-N", "-L", "127.0.0.1:%d:127.0.0.1:%d" % (port, JUPYTER_PORT)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        deadline = time.time() + 30
+        while True:
+            try:
+                requests.get(base + "/login", timeout=5)
+                break
+            except requests.ConnectionError:
+                if time.time() > deadline or tunnel.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        probe = _jupyter_probe()
+        anon = requests.get(base + "/api/kernels", timeout=30)
+        assert anon.status_code == 403, anon.status_code
+        _, page, wrong = probe.login(base, True, password + "-wrong")
+        assert (page, wrong) == (200, 401)
+        session, _, right = probe.login(base, True, password)
+        assert right == 302
+        ran = probe.run_code(base, session, True)
+        assert ran.get("kernel_start") == 201 and ran.get("execute_status") == "ok", ran
+        # The cell prints sys.executable and torch's version: the venv's Python, with torch (torch's own
+        # warnings, such as the missing NumPy of the CPU build, come on the same stream before it).
+        assert re.search(r"(?m)^/opt/gpufleet/venv/bin/python3?\s+\d+\.\d+", ran["output"]), ran["output"]
+        assert ran.get("kernel_stop") == 204
+    finally:
+        tunnel.terminate()
+        tunnel.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def second_run(report):
+    """site.yml once more on the same fleet, as a renter would rerun it: the recap and the new report."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    res = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "inventories" / "demo"),
+                          "site.yml"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    new, folder = load_report()
+    assert folder.resolve() != report["folder"], "the second run wrote no new report"
+    return {"rc": res.returncode, "out": res.stdout + res.stderr, "recap": fleetlib.recap(res.stdout),
+            "report": {h["host"]: h for h in new["hosts"]}}
+
+
+def test_second_run_changes_nothing_and_says_the_same(report, second_run):
+    recap = {h: c for h, c in second_run["recap"].items() if h in report["hosts"]}
+    assert len(recap) == len(report["hosts"]), second_run["out"][-3000:]
+    changed = {h: c["changed"] for h, c in recap.items() if c["changed"]}
+    assert not changed, "second site.yml changed hosts: %s\n%s" % (changed, _changed_tasks(second_run["out"]))
+    before = {h: (e["status"], {k: v["status"] for k, v in (e.get("checklist") or {}).items()})
+              for h, e in report["hosts"].items()}
+    after = {h: (e["status"], {k: v["status"] for k, v in (e.get("checklist") or {}).items()})
+             for h, e in second_run["report"].items()}
+    assert after == before
+
+
+def _changed_tasks(out):
+    lines, task = [], None
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            task = line
+        elif line.startswith("changed:") and task:
+            lines.append("%s %s" % (task, line))
+    return "\n".join(lines[:40])
+
+
+
+def test_a_check_run_reports_a_plan_not_a_result(report):
+    """facts.yml --check: the report is written, says it shows a plan, and the hosts read the same."""
+    res = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "inventories" / "demo"),
+                          "playbooks/facts.yml", "--check"], cwd=ROOT, env=dict(os.environ), capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    planned, folder = load_report()
+    assert planned["check_mode"] is True
+    for fmt in ("fleet.html", "fleet.md"):
+        assert "written by a --check run" in (folder / fmt).read_text(), fmt
+    assert {h["host"]: h["status"] for h in planned["hosts"]} == {n: h["status"] for n, h in report["hosts"].items()}
+    assert report["json"]["check_mode"] is False
