@@ -70,6 +70,8 @@ requirements:
   - nvidia-ml-py (optional; without it only nvidia-smi is used)
 notes:
   - Supports check mode; the module never changes anything.
+  - The read-only commands a gathering needs (C(dmesg), C(systemd-detect-virt), the OpenSSH version and
+    C(sshd -T), C(dpkg-query), C(supervisorctl status)) start together, each in a thread, while NVML is read.
 attributes:
   check_mode:
     support: full
@@ -164,8 +166,14 @@ ansible_facts:
         health:
           description: Status (ok, degraded, failed, unknown) and findings (code, severity, gpu_index, message).
           type: dict
+        collected_at:
+          description:
+            - When the facts were read (the start of the gathering on the host), ISO 8601 in UTC with a
+              C(Z) suffix, whole seconds.
+          type: str
+          sample: "2026-12-01T20:51:03Z"
         duration_s:
-          description: Seconds spent gathering.
+          description: Seconds spent gathering (reading the kernel log included).
           type: float
 """
 
@@ -174,8 +182,8 @@ import platform
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpufleet import doctor_probe
 from ansible.module_utils.gpufleet import facts as gpufacts
+from ansible.module_utils.gpufleet import hostctx
 
 try:
     import pynvml
@@ -185,8 +193,9 @@ except Exception:  # ImportError, or a broken install
     pynvml = None
     PYNVML_IMPORT_ERROR = traceback.format_exc()
 
-def _smi_runner(module, path, timeout):
-    def run():
+
+def _smi_runner(module, path, timeout, run):
+    def run_smi():
         smi = path if os.path.sep in path else module.get_bin_path(path)
         if not smi or not os.path.exists(smi):
             return 127, b"", ("%s: command not found" % path).encode()
@@ -194,28 +203,24 @@ def _smi_runner(module, path, timeout):
         timeout_bin = module.get_bin_path("timeout")
         if timeout_bin:
             argv = [timeout_bin, "-k", "5", str(timeout)] + argv
-        rc, out, err = module.run_command(argv, encoding=None)
+        res = run(argv)
+        if res is None:  # there, but not executable
+            return 127, b"", ("%s: not executable" % smi).encode()
+        rc, out, err = res
         if timeout_bin and rc in (124, 137):
             return 124, out, err
         return rc, out, err
 
-    return run
+    return run_smi
 
 
-def _command_runner(module):
-    def run(argv):
-        exe = module.get_bin_path(argv[0])
-        if not exe:
-            return None
-        return module.run_command([exe] + list(argv[1:]), encoding=None)
+def _commands(module, kernel_log, readiness):
+    """The module's command runner: what a gathering runs starts at once, each command in a thread.
 
-    return run
-
-
-def _read_kernel_log(module):
-    """The kernel log as the doctor reads it (dmesg, journalctl -k, /var/log/kern.log; the reason when none is)."""
-    run = _command_runner(module)
-    return doctor_probe.read_kernel_log(doctor_probe.Host(lambda argv, env=None, timeout=None: run(argv)))
+    Not module.run_command: it is not safe to call from several threads (see hostctx.popen_runner).
+    """
+    planned = gpufacts.planned_commands(kernel_log, readiness)
+    return hostctx.Prefetch(hostctx.popen_runner(module.get_bin_path), planned, which=module.get_bin_path)
 
 
 def main():
@@ -234,18 +239,19 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    kernel_log = _read_kernel_log(module) if p["kernel_log"] else None
-    facts = gpufacts.collect(
-        pynvml=pynvml,
-        run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"]),
-        run=_command_runner(module),
-        kernel_log=kernel_log,
-        prefer=p["prefer"],
-        include_processes=p["include_processes"],
-        expected_gpu_count=p["expected_gpu_count"],
-        uname_release=platform.release(),
-        readiness=gpufacts.default_readiness(p["venv"], p["data_dirs"]) if p["readiness"] else None,
-    )
+    readiness = gpufacts.default_readiness(p["venv"], p["data_dirs"]) if p["readiness"] else None
+    with _commands(module, p["kernel_log"], readiness) as run:
+        facts = gpufacts.collect(
+            pynvml=pynvml,
+            run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"], run),
+            run=run,
+            kernel_log=(lambda: hostctx.read_kernel_log(run)) if p["kernel_log"] else None,
+            prefer=p["prefer"],
+            include_processes=p["include_processes"],
+            expected_gpu_count=p["expected_gpu_count"],
+            uname_release=platform.release(),
+            readiness=readiness,
+        )
     if pynvml is None:
         facts.setdefault("warnings", []).append(
             "NVML not used: " + missing_required_lib("nvidia-ml-py") + " Fell back to nvidia-smi.")

@@ -158,7 +158,10 @@ def explain_without_driver(facts, exists):
 
 
 def kernel_log_facts(kernel_log):
-    """``kernel_log``: None (not read), or {"text", "source"}, or {"readable": False, "source", "reason"}."""
+    """``kernel_log``: None (not read), or {"text", "source"}, or {"readable": False, "source", "reason"}, or a
+    callable that returns one of those (read now: ``collect`` calls this after the GPU and host reads)."""
+    if callable(kernel_log):
+        kernel_log = kernel_log()
     if kernel_log is None:
         return hostctx.unreadable(None, "kernel log not read (kernel_log disabled)")
     if kernel_log.get("text") is None:
@@ -279,6 +282,25 @@ def _gpu_findings(findings, gpu, idx):
             gpu["power_limit_w"], spec["power_w"]))
 
 
+def planned_commands(kernel_log=True, readiness=None, exists=os.path.exists):
+    """The commands a gathering will run, slowest first, for ``hostctx.Prefetch`` to start together.
+
+    The readiness probes' (when ``readiness`` is given: the ``collect(readiness=...)`` dict), then
+    dmesg (the module reads the kernel log when ``kernel_log``) and systemd-detect-virt. Fallbacks
+    (journalctl when dmesg fails, /usr/sbin/sshd -T, nvidia-smi) run only when asked for.
+    """
+    cmds = hostctx.readiness_commands(exists, readiness.get("geteuid")) if readiness is not None else []
+    if kernel_log:
+        cmds.append(list(hostctx.DMESG))
+    cmds += [list(argv) for argv in hostctx.HOST_COMMANDS]
+    return cmds
+
+
+def iso_utc(seconds):
+    """Epoch seconds -> "2026-12-01T20:51:03Z" (ISO 8601, UTC, whole seconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(seconds)))
+
+
 def default_readiness(venv=hostctx.GPUFLEET_VENV, data_dirs=hostctx.DATA_DIRS, tls=True):
     """Keyword arguments for ``collect(readiness=...)`` that read this machine."""
     return {"listdir": _default_listdir, "readlink": _default_readlink, "stat": _default_stat,
@@ -289,8 +311,15 @@ def default_readiness(venv=hostctx.GPUFLEET_VENV, data_dirs=hostctx.DATA_DIRS, t
 def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os.path.exists, run=None,
             statvfs=_default_statvfs, getrlimit=_default_getrlimit, kernel_log=None, prefer="auto",
             include_processes=False, expected_gpu_count=None, uname_release=None, clock=time.monotonic,
-            readiness=None):
+            readiness=None, wall_clock=time.time):
     """All GPU facts for one host. Never raises; problems end up in ``error``/``warnings``.
+
+    ``collected_at`` is when the reading started, from ``wall_clock()`` (epoch seconds), as
+    ``iso_utc`` writes it. ``run(argv)`` runs the host and readiness commands (``hostctx.Prefetch``
+    over ``hostctx.popen_runner`` in the module: see ``planned_commands``).
+
+    ``kernel_log``: see ``kernel_log_facts``; a callable (the module's reader) runs after NVML,
+    so that dmesg has run alongside it.
 
     ``readiness``: None skips the readiness probes (``facts["readiness"]`` is then None), or a dict
     of keyword arguments for ``hostctx.collect_readiness`` beyond the readers given here (listdir,
@@ -298,10 +327,15 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     """
     start = clock()
     try:
+        collected_at = iso_utc(wall_clock())
+    except Exception:  # defensive: a broken clock must not cost the facts
+        collected_at = None
+    try:
         facts = gpu_facts(pynvml, run_nvidia_smi, prefer, include_processes)
     except Exception as exc:  # defensive
         facts = nvsmi.empty_facts(source="none", error="gpu facts failed: %r" % exc, error_code="internal_error")
     facts["schema"] = SCHEMA
+    facts["collected_at"] = collected_at
     try:
         explain_without_driver(facts, exists)
     except Exception as exc:  # defensive

@@ -2,11 +2,15 @@
 
 Everything works on plain inputs: file contents, command outputs and results of system calls
 are passed in (``collect_host`` takes the reader callables), so it is testable with recorded
-data. Reading the kernel log is the module's job; ``parse_kernel_log`` turns its text into
-events.
+data. ``read_kernel_log`` reads the kernel log through an injected command runner;
+``parse_kernel_log`` turns its text into events. ``popen_runner`` and ``Prefetch`` are the
+module's command runner: the commands of one gathering start together, each in a thread.
 """
 
+import os
 import re
+import subprocess
+import threading
 
 # ----------------------------------------------------------------------------- Xid classes
 # severity: "critical" = hardware / driver state that needs a reset, a reboot or the provider
@@ -174,6 +178,180 @@ def unreadable(source, reason):
             "counts_by_pci": {}, "total": 0, "truncated": False, "nvrm_messages": []}
 
 
+# ----------------------------------------------------------------------------- commands, kernel log
+# The probes call ``run(argv) -> (rc, stdout, stderr)``, or None when argv[0] is not installed.
+# ``popen_runner`` is the real one. ``Prefetch`` starts the commands a gathering needs at once, each
+# in its own thread, so their run times overlap one another and the NVML reads instead of adding up.
+SBIN_DIRS = ("/sbin", "/usr/sbin", "/usr/local/sbin")
+DMESG = ("dmesg",)
+JOURNALCTL_K = ("journalctl", "-k", "-b", "--no-pager", "-q")
+KERN_LOG_FILES = ("/var/log/kern.log",)
+KERN_LOG_MAX = 8 * 1024 * 1024
+# What AnsibleModule.run_command strips from a child's PYTHONPATH: the module payload's own entries.
+_PAYLOAD_PATHS = ("/ansible_modlib.zip", "/debug_dir")
+
+
+def which(name, environ=None):
+    """Path of the executable ``name`` the way AnsibleModule.get_bin_path finds it (PATH, then /sbin,
+    /usr/sbin and /usr/local/sbin), or None."""
+    dirs = [d for d in (os.environ if environ is None else environ).get("PATH", "").split(os.pathsep) if d]
+    dirs += [d for d in SBIN_DIRS if d not in dirs]
+    for d in dirs:
+        path = os.path.join(d, name)  # an absolute ``name`` stays itself
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def popen_runner(which=which, environ=None):
+    """A ``run(argv)`` that may be called from several threads at once, for ``Prefetch``.
+
+    AnsibleModule.run_command may not: it keeps per-call state on the module object, forks through
+    a Python ``preexec_fn`` (documented as unsafe with threads) and calls ``fail_json`` when a
+    program cannot start. Here argv[0] is resolved with ``which`` (the module passes its
+    ``get_bin_path``), stdin is /dev/null, the environment is ``environ`` (default this process's)
+    less the module payload's PYTHONPATH entries, as run_command does, and the output is bytes. A
+    program that is found but cannot be started gives ``(126, b"", reason)``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if "PYTHONPATH" in env:
+        kept = [p for p in env["PYTHONPATH"].split(":") if p and not p.endswith(_PAYLOAD_PATHS)]
+        if kept:
+            env["PYTHONPATH"] = ":".join(kept)
+        else:
+            del env["PYTHONPATH"]
+
+    def run(argv):
+        exe = which(argv[0])
+        if not exe:
+            return None
+        try:
+            proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, close_fds=True)
+        except OSError as exc:
+            return 126, b"", ("%s: %s" % (exe, exc.strerror or exc)).encode("utf-8", "replace")
+        out, err = proc.communicate()
+        return proc.returncode, out, err
+
+    return run
+
+
+class _Job:
+    """One command, run in a thread (``background``) or at once; ``get`` waits and returns or re-raises."""
+
+    def __init__(self, run, argv, background):
+        self.result = self.error = self.thread = None
+        if background:
+            thread = threading.Thread(target=self._do, args=(run, argv), daemon=True)
+            try:
+                thread.start()
+                self.thread = thread
+                return
+            except RuntimeError:  # "can't start new thread" (a tight process limit): run it here instead
+                pass
+        self._do(run, argv)
+
+    def _do(self, run, argv):
+        try:
+            self.result = run(argv)
+        except Exception as exc:  # handed to the caller in get(), as a direct call would raise it
+            self.error = exc
+
+    def get(self):
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class Prefetch:
+    """A command runner that starts the commands in ``ahead`` at once, each in a thread.
+
+    ``run(argv)`` answers from those (waiting for the one asked for) and runs anything else then
+    and there. Every answer is kept for the gathering: a command asked for twice, by name or by
+    path ("sshd -V", then "/usr/sbin/sshd -V"), runs once. ``which`` resolves argv[0] for that
+    (None: argv is the key as given); a name it does not find gives None without running anything.
+    ``run`` must be safe to call from several threads (``popen_runner`` is). Use it as a context
+    manager: leaving the block waits for what is still running, so no command outlives the module.
+    ``ran`` lists the commands started, in order.
+    """
+
+    def __init__(self, run, ahead=(), which=None):
+        self._run = run
+        self._which = which
+        self._jobs = {}
+        self.ran = []
+        for argv in ahead:
+            self._job(argv, background=True)
+
+    def _job(self, argv, background):
+        argv = list(argv)
+        if self._which is not None:
+            exe = self._which(argv[0])
+            if not exe:
+                return None
+            argv[0] = exe
+        key = tuple(argv)
+        if key not in self._jobs:
+            self.ran.append(argv)
+            self._jobs[key] = _Job(self._run, argv, background)
+        return self._jobs[key]
+
+    def __call__(self, argv):
+        job = self._job(argv, background=False)
+        return job.get() if job is not None else None
+
+    def wait(self):
+        for job in list(self._jobs.values()):
+            if job.thread is not None:
+                job.thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.wait()
+        return False
+
+
+def read_tail(path, limit):
+    """The last ``limit`` bytes of ``path`` as text; "" when it does not exist; None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - limit))
+            return fh.read(limit).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return None
+
+
+def read_kernel_log(run, read_tail=read_tail):
+    """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "source": None,
+    "reason"}: what each said. ``run(argv)`` as the probes get it; ``read_tail(path, limit)`` as above.
+    (The same reader as ``doctor_probe.read_kernel_log``, over a runner instead of the doctor's Host.)"""
+    reasons = []
+    for argv, name in ((DMESG, "dmesg"), (JOURNALCTL_K, "journalctl -k")):
+        res = run(list(argv))
+        if res is None:
+            reasons.append("%s: not installed" % argv[0])
+            continue
+        rc, out, err = res
+        if rc == 0 and out.strip():
+            return {"text": out, "source": name}
+        detail = err.strip() or out.strip()
+        detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else detail
+        reasons.append("%s: rc=%s %s" % (name, rc, detail[:200]))
+    for path in KERN_LOG_FILES:
+        text = read_tail(path, KERN_LOG_MAX)
+        if text:
+            return {"text": text, "source": path}
+        reasons.append("%s: %s" % (path, "absent or empty" if text == "" else "not readable"))
+    return {"text": None, "source": None, "reason": "; ".join(reasons)}
+
+
 # ----------------------------------------------------------------------------- host context
 def parse_os_release(text):
     out = {"id": None, "version_id": None, "pretty_name": None}
@@ -288,6 +466,10 @@ def shm_mib(statvfs_result):
         return None
 
 
+# systemd-detect-virt --container, then --vm: collect_host runs both.
+HOST_COMMANDS = (("systemd-detect-virt", "--container"), ("systemd-detect-virt", "--vm"))
+
+
 def collect_host(read_file, exists, run=None, statvfs=None, getrlimit=None, rlim_infinity=-1, uname_release=None):
     """Host context from injected readers.
 
@@ -317,8 +499,8 @@ def collect_host(read_file, exists, run=None, statvfs=None, getrlimit=None, rlim
             return None
         return (out or "").strip() or None
 
-    virt_c = cmd(["systemd-detect-virt", "--container"])
-    virt_v = cmd(["systemd-detect-virt", "--vm"])
+    virt_c = cmd(list(HOST_COMMANDS[0]))
+    virt_v = cmd(list(HOST_COMMANDS[1]))
     container, kind = detect_container(
         dockerenv=exists("/.dockerenv"), containerenv=exists("/run/.containerenv"),
         cgroup=rf("/proc/1/cgroup"), environ=rf("/proc/1/environ"), detect_virt_container=virt_c)
@@ -364,6 +546,11 @@ MONITORING_PROGRAM = "gpufleet-gpu-exporter"
 SUPERVISORCTL = "/usr/local/bin/supervisorctl"
 DPKG_PACKAGES = ("openssh-server", "nvidia-container-toolkit", "nvidia-container-toolkit-base",
                  "libnvidia-container-tools", "libnvidia-container1")
+# The commands collect_readiness runs, in its order (see readiness_commands).
+SSH_VERSION_COMMANDS = (("sshd", "-V"), ("/usr/sbin/sshd", "-V"), ("ssh", "-V"))
+SSHD_T_COMMANDS = (("sshd", "-T"), ("/usr/sbin/sshd", "-T"))  # as root; the second when the first is not there
+DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n") + DPKG_PACKAGES
+SUPERVISOR_STATUS = (SUPERVISORCTL, "status", MONITORING_PROGRAM)  # when SUPERVISORCTL exists
 PIP_CONFIG_FILES = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/root/.config/pip/pip.conf", "/root/.pip/pip.conf")
 NETWORK_FS = frozenset(["nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "9p", "beegfs",
                         "gpfs", "wekafs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "fuse.rclone",
@@ -636,6 +823,30 @@ def _site_packages(listdir, venv):
     return None, None
 
 
+def readiness_commands(exists=None, geteuid=None):
+    """The commands ``collect_readiness`` will run with these readers, slowest first, to start together.
+
+    All three OpenSSH version commands are listed although the probe stops at the first that gives
+    the portable version ("9.2p1"): on Debian ``sshd -V`` does not, so all three run there anyway
+    (and "sshd" resolves to /usr/sbin/sshd, which ``Prefetch`` runs once). The second ``sshd -T`` only
+    runs when the first is not installed, so it is not listed.
+    """
+    def safe(fn, *args):
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+    cmds = []
+    if exists is not None and safe(exists, SUPERVISORCTL):
+        cmds.append(list(SUPERVISOR_STATUS))  # a Python program: the slowest by far
+    if geteuid is not None and safe(geteuid) == 0:
+        cmds.append(list(SSHD_T_COMMANDS[0]))
+    cmds.append(list(DPKG_QUERY))
+    cmds += [list(argv) for argv in SSH_VERSION_COMMANDS]
+    return cmds
+
+
 def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, readlink=None, stat=None,
                       environ=None, geteuid=None, probe_tls=None, now=None, venv=GPUFLEET_VENV,
                       data_dirs=DATA_DIRS):
@@ -674,8 +885,9 @@ def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, r
     result["disks"] = disks
 
     listeners = []
-    for proto, path in (("tcp", "/proc/net/tcp"), ("tcp6", "/proc/net/tcp6")):
-        listeners += [s for s in parse_proc_net_tcp(rf(path), proto) if not is_loopback(s["address"])]
+    tables = {"tcp": rf("/proc/net/tcp"), "tcp6": rf("/proc/net/tcp6")}  # read once: large on busy hosts
+    for proto, text in tables.items():
+        listeners += [s for s in parse_proc_net_tcp(text, proto) if not is_loopback(s["address"])]
     listeners = listeners[:MAX_LISTENERS]
     owners = safe(socket_owners, listdir, readlink, read_file, [s["inode"] for s in listeners]) or {}
     for s in listeners:
@@ -685,14 +897,14 @@ def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, r
         s["tls"] = None
         if s["jupyter"] and probe_tls:
             s["tls"] = safe(probe_tls, s["address"], s["port"])
-    result["listeners"] = {"readable": rf("/proc/net/tcp") is not None, "owners_readable": bool(owners),
+    result["listeners"] = {"readable": tables["tcp"] is not None, "owners_readable": bool(owners),
                            "sockets": listeners}
 
     sshd = {"version": None, "version_source": None, "package_version": None, "config": None, "reason": None}
     # sshd -V prints "OpenSSH_9.2" on Debian 12 (no portable suffix); ssh -V (the client, same source
     # package) prints "OpenSSH_9.2p1 Debian-2+deb12u10": keep the most precise answer and say where from.
-    for argv in (["sshd", "-V"], ["/usr/sbin/sshd", "-V"], ["ssh", "-V"]):
-        res = out_of(argv)
+    for argv in SSH_VERSION_COMMANDS:
+        res = out_of(list(argv))
         ver = parse_openssh_version(res[1]) if res else None
         if ver and (sshd["version"] is None or ("p" in ver and "p" not in sshd["version"])):
             sshd["version"], sshd["version_source"] = ver, " ".join(argv)
@@ -700,14 +912,14 @@ def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, r
             break
     is_root = safe(geteuid) == 0 if geteuid else False
     if is_root:
-        res = out_of(["sshd", "-T"]) or out_of(["/usr/sbin/sshd", "-T"])
+        res = out_of(list(SSHD_T_COMMANDS[0])) or out_of(list(SSHD_T_COMMANDS[1]))
         if res and res[0] == 0:
             sshd["config"] = parse_sshd_t(res[1])
         else:
             sshd["reason"] = "sshd -T failed: %s" % (res[1].strip()[:200] if res else "sshd not found")
     else:
         sshd["reason"] = "not root: sshd -T (effective config) not read"
-    dpkg = out_of(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"] + list(DPKG_PACKAGES))
+    dpkg = out_of(list(DPKG_QUERY))
     packages = parse_dpkg_query(dpkg[1]) if dpkg else {}
     result["dpkg_readable"] = dpkg is not None
     sshd["package_version"] = packages.get("openssh-server")
@@ -744,7 +956,7 @@ def collect_readiness(read_file, exists, run=None, statvfs=None, listdir=None, r
     elif st is None:
         mon["reason"] = "%s absent" % MONITORING_TEXTFILE
     if safe(exists, SUPERVISORCTL):
-        res = out_of([SUPERVISORCTL, "status", MONITORING_PROGRAM])
+        res = out_of(list(SUPERVISOR_STATUS))
         status = parse_supervisorctl_status(res[1], MONITORING_PROGRAM) if res else None
         mon["program"] = status
     result["monitoring"] = mon

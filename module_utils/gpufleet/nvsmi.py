@@ -8,7 +8,6 @@ serves both, and every nvidia-smi schema version seen in the fixtures (v10 .. v1
 """
 
 import re
-import xml.etree.ElementTree as ET  # noqa: S405 - input is local nvidia-smi output, not network data
 
 from .specs import lookup
 
@@ -153,8 +152,16 @@ def slug(label):
     return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
 
 
+def _element_tree():
+    """xml.etree.ElementTree, imported when nvidia-smi output is parsed (the NVML path never needs it)."""
+    import xml.etree.ElementTree as ET  # noqa: S405 - input is local nvidia-smi output, not network data
+
+    return ET
+
+
 def text_to_tree(text):
     """Turn ``nvidia-smi -q`` text into an Element tree shaped like the XML (labels slugged)."""
+    ET = _element_tree()
     root = ET.Element("nvidia_smi_log")
     stack = [(-1, root)]
     gpu = None
@@ -387,6 +394,7 @@ def parse_xml(data, include_processes=False):
     text, bad_bytes = decode(data)
     if not text.strip():
         return empty_facts(error="nvidia-smi printed nothing", error_code="empty_output")
+    ET = _element_tree()
     try:
         root = ET.fromstring(text)  # noqa: S314 - local nvidia-smi output; expat loads no external DTD
     except ET.ParseError as exc:

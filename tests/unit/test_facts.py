@@ -225,3 +225,69 @@ def test_default_readiness_reads_this_machine():
     assert kw["probe_tls"] is None and kw["data_dirs"] == ("/tmp",)  # noqa: S108
     f = gf.collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), readiness=kw)
     assert f["readiness"]["disks"][0]["path"] == "/" and f["readiness"]["disks"][0]["free_gib"] > 0
+
+
+def test_collected_at_is_iso_utc_whole_seconds():
+    f = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), wall_clock=lambda: 1796158263.87)
+    assert f["collected_at"] == "2026-12-01T20:51:03Z"
+    import re
+    import time
+
+    before = time.time()
+    f = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", f["collected_at"])
+    stamp = time.mktime(time.strptime(f["collected_at"], "%Y-%m-%dT%H:%M:%SZ")) - time.mktime(time.gmtime(0))
+    assert int(before) <= stamp <= time.time()
+
+    def broken():
+        raise OSError("clock")
+    f = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), wall_clock=broken)
+    assert f["collected_at"] is None and f["source"] == "nvidia-smi"
+
+
+def test_planned_commands_follow_the_options():
+    from gpufleet import hostctx
+
+    host = [list(c) for c in hostctx.HOST_COMMANDS]
+    assert gf.planned_commands(kernel_log=False) == host
+    assert gf.planned_commands(kernel_log=True) == [["dmesg"]] + host
+    ready = gf.planned_commands(kernel_log=True, readiness={"geteuid": lambda: 0}, exists=lambda p: False)
+    assert ready[:2] == [["sshd", "-T"], list(hostctx.DPKG_QUERY)] and ready[-3:] == [["dmesg"]] + host
+    assert ["ssh", "-V"] in ready
+
+
+def test_collect_through_prefetch_reads_the_same_facts():
+    from gpufleet import hostctx
+
+    answers = {"systemd-detect-virt": (0, b"kvm\n", b""), "dpkg-query": (1, b"", b"")}
+
+    def run(argv):
+        return answers.get(argv[0])
+    readiness = {"geteuid": lambda: 1000, "environ": {}, "now": lambda: 0.0}
+    plain = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), run=run, readiness=readiness,
+                    wall_clock=lambda: 0)
+    with hostctx.Prefetch(run, gf.planned_commands(False, readiness, exists=lambda p: False)) as pre:
+        ahead = collect(run_nvidia_smi=smi("nvidia_smi_xml", "telegraf_tesla-t4.xml"), run=pre, readiness=readiness,
+                        wall_clock=lambda: 0)
+    plain.pop("duration_s")
+    ahead.pop("duration_s")
+    assert ahead == plain and ahead["host"]["virtualization"] == "kvm"
+
+
+def test_kernel_log_may_be_read_late():
+    order = []
+
+    def smi_run():
+        order.append("nvidia-smi")
+        return 0, fixture_bytes("nvidia_smi_xml", "telegraf_tesla-t4.xml"), b""
+
+    def read_log():
+        order.append("kernel log")
+        return {"text": "NVRM: Xid (PCI:0000:00:1e): 79, GPU has fallen off the bus.\n", "source": "dmesg"}
+    f = collect(run_nvidia_smi=smi_run, kernel_log=read_log)
+    assert order == ["nvidia-smi", "kernel log"] and f["xid"]["source"] == "dmesg" and f["xid"]["counts"] == {"79": 1}
+
+    def broken():
+        raise OSError("no log")
+    f = collect(run_nvidia_smi=smi_run, kernel_log=broken)
+    assert f["xid"]["readable"] is False and "no log" in f["xid"]["reason"]

@@ -7,6 +7,7 @@ Hardware doubles: a fake ``nvidia-smi`` script that replays a recorded output, a
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,22 @@ def test_module_without_nvidia_smi(tmp_path):
     assert {a["error_code"] for a in gpu["attempts"]} == {"pynvml_missing", "nvidia_smi_missing"}
     # the kernel log is either read or says why not
     assert gpu["xid"]["readable"] or gpu["xid"]["reason"]
+
+
+def test_module_says_when_it_read_the_facts(tmp_path):
+    import time
+
+    before = time.time()
+    result = run_module(tmp_path, "kernel_log=true", smi_out=FIXTURES / "nvidia_smi_xml" / "telegraf_tesla-t4.xml")
+    after = time.time()
+    gpu = result["ansible_facts"]["gpu"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", gpu["collected_at"])
+    stamp = time.mktime(time.strptime(gpu["collected_at"], "%Y-%m-%dT%H:%M:%SZ")) - time.mktime(time.gmtime(0))
+    assert int(before) <= stamp <= after
+    # the commands ran through the module's threaded runner: nvidia-smi under its timeout, the rest alongside
+    assert gpu["source"] == "nvidia-smi" and (tmp_path / "smi-args").read_text().split() == ["-q", "-x"]
+    assert gpu["xid"]["readable"] or gpu["xid"]["reason"]
+    assert gpu["readiness"]["dpkg_readable"] is (shutil.which("dpkg-query") is not None)
 
 
 def test_module_check_mode(tmp_path):

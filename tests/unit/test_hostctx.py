@@ -318,3 +318,137 @@ def test_readiness_never_raises_on_broken_readers():
                                   stat=boom, environ=None, geteuid=boom, probe_tls=boom, now=boom)
     assert r["listeners"]["readable"] is False and r["sshd"]["version"] is None
     assert r["venv"]["packages"] == {} and r["monitoring"]["reason"].endswith("absent")
+
+
+# ----------------------------------------------------------------------------- commands, kernel log
+def test_read_kernel_log_prefers_dmesg_then_journalctl_then_kern_log():
+    dmesg = fixture_bytes("kernel_logs", "gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log")
+    assert hostctx.read_kernel_log(lambda argv: (0, dmesg, b"")) == {"text": dmesg, "source": "dmesg"}
+    answers = {"dmesg": (1, b"", b"dmesg: read kernel buffer failed: Operation not permitted\n"),
+               "journalctl": (0, b"kernel: NVRM: loading\n", b"")}
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return answers.get(argv[0])
+    got = hostctx.read_kernel_log(run)
+    assert got == {"text": b"kernel: NVRM: loading\n", "source": "journalctl -k"}
+    assert asked == [["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]]
+    got = hostctx.read_kernel_log(lambda argv: None, read_tail=lambda path, limit: "")
+    assert got == {"text": None, "source": None, "reason": "dmesg: not installed; journalctl: not installed; "
+                                                          "/var/log/kern.log: absent or empty"}
+    got = hostctx.read_kernel_log(lambda argv: (1, b"", b"Operation not permitted"),
+                                  read_tail=lambda path, limit: "kernel: hello\n")
+    assert got == {"text": "kernel: hello\n", "source": "/var/log/kern.log"}
+
+
+def test_read_tail_keeps_the_end(tmp_path):
+    log_file = tmp_path / "kern.log"
+    log_file.write_bytes(b"old line\nnew line\n")
+    assert hostctx.read_tail(str(log_file), 9) == "new line\n"
+    assert hostctx.read_tail(str(log_file), 1 << 20) == "old line\nnew line\n"
+    assert hostctx.read_tail(str(tmp_path / "absent"), 10) == ""
+    assert hostctx.read_tail(str(tmp_path), 10) is None  # a folder: there, not readable as a file
+
+
+def test_popen_runner_runs_real_commands(tmp_path):
+    run = hostctx.popen_runner(environ={"PATH": os.environ["PATH"], "PYTHONPATH": "/x/ansible_modlib.zip:/keep"})
+    assert run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, b"out\n", b"err\n")
+    assert run(["cat"]) == (0, b"", b"")  # stdin is /dev/null: nothing waits on the module's own stdin
+    assert run(["sh", "-c", "echo $PYTHONPATH"])[1] == b"/keep\n"  # the payload's entry is dropped
+    assert run(["gpufleet-no-such-command"]) is None
+    script = tmp_path / "not-executable-for-exec"
+    script.write_text("no shebang, no exec format\n")
+    script.chmod(0o755)
+    rc, out, err = run([str(script)])
+    assert rc == 126 and out == b"" and str(script).encode() in err
+
+
+def test_which_searches_path_then_sbin(tmp_path):
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert hostctx.which("tool", {"PATH": str(tmp_path)}) == str(tool)
+    assert hostctx.which(str(tool), {"PATH": ""}) == str(tool)
+    assert hostctx.which("tool", {"PATH": "/nonexistent"}) is None
+    (tmp_path / "plain").write_text("data\n")
+    assert hostctx.which("plain", {"PATH": str(tmp_path)}) is None
+
+
+def test_prefetch_runs_planned_commands_at_once():
+    import threading
+
+    barrier = threading.Barrier(3, timeout=10)  # three commands and nobody else: only met if they run together
+    ran = []
+
+    def run(argv):
+        ran.append(argv)
+        if argv[0] == "slow":
+            barrier.wait()
+        return 0, (" ".join(argv)).encode(), b""
+    with hostctx.Prefetch(run, [["slow", "1"], ["slow", "2"], ["slow", "3"]]) as pre:
+        assert pre(["slow", "2"]) == (0, b"slow 2", b"")
+        assert pre(["other"]) == (0, b"other", b"")  # not planned: run when asked
+        assert pre(["slow", "2"]) == (0, b"slow 2", b"")  # kept, not run again
+    assert sorted(map(tuple, ran)) == [("other",), ("slow", "1"), ("slow", "2"), ("slow", "3")]
+    assert [a[0] for a in pre.ran] == ["slow", "slow", "slow", "other"]
+
+
+def test_prefetch_resolves_names_once_and_passes_errors_on():
+    paths = {"sshd": "/usr/sbin/sshd", "/usr/sbin/sshd": "/usr/sbin/sshd", "boom": "/bin/boom"}
+    ran = []
+
+    def run(argv):
+        ran.append(argv)
+        if argv[0] == "/bin/boom":
+            raise OSError("exec failed")
+        return 0, b"OpenSSH_9.2, OpenSSL 3.0.20\n", b""
+    with hostctx.Prefetch(run, [["sshd", "-V"], ["boom"]], which=paths.get) as pre:
+        assert pre(["/usr/sbin/sshd", "-V"]) == pre(["sshd", "-V"])
+        assert pre(["ssh", "-V"]) is None  # not installed: nothing runs
+        with pytest.raises(OSError, match="exec failed"):
+            pre(["boom"])
+    assert ran.count(["/usr/sbin/sshd", "-V"]) == 1 and ["ssh", "-V"] not in ran
+
+
+def recorded_runner(ran):
+    """Debian 12 as root: sshd -V gives no portable version, so every version command runs."""
+    answers = {"sshd": (1, b"OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026\n", b""),
+               "/usr/sbin/sshd": (1, b"OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026\n", b""),
+               "ssh": (0, b"", fx("debian12_ssh-V.txt").encode()),
+               "dpkg-query": (0, fx("debian12_dpkg-query.txt").encode(), b""),
+               hostctx.SUPERVISORCTL: (0, b"gpufleet-gpu-exporter  RUNNING   pid 41, uptime 0:03:12\n", b"")}
+
+    def run(argv):
+        ran.append(list(argv))
+        if argv[:2] == ["sshd", "-T"]:
+            return 0, fx("debian12_sshd-T.txt").encode(), b""
+        return answers.get(argv[0])
+    return run
+
+
+@pytest.mark.parametrize(("euid", "supervisorctl"), [(0, True), (0, False), (1000, True)])
+def test_readiness_commands_are_the_ones_collect_readiness_runs(euid, supervisorctl):
+    existing = {hostctx.SUPERVISORCTL} if supervisorctl else set()
+    kw = {"read_file": lambda p: None, "exists": lambda p: p in existing, "geteuid": lambda: euid}
+    ran = []
+    alone = hostctx.collect_readiness(run=recorded_runner(ran), **kw)
+    planned = hostctx.readiness_commands(kw["exists"], kw["geteuid"])
+    assert sorted(map(tuple, planned)) == sorted(map(tuple, ran))
+    assert (list(hostctx.SUPERVISOR_STATUS) in planned) is supervisorctl
+    assert (["sshd", "-T"] in planned) is (euid == 0)
+    # the same facts when the commands were started ahead, in threads
+    with hostctx.Prefetch(recorded_runner([]), planned) as pre:
+        assert hostctx.collect_readiness(run=pre, **kw) == alone
+    assert alone["sshd"]["version"] == "9.2p1" and alone["sshd"]["package_version"] == "1:9.2p1-2+deb12u10"
+    assert alone["monitoring"]["program"] == ("RUNNING" if supervisorctl else None)
+
+
+def test_prefetch_runs_in_line_when_no_thread_can_start(monkeypatch):
+    import threading
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with hostctx.Prefetch(lambda argv: (0, b"ok", b""), [["a"]]) as pre:
+        assert pre(["a"]) == (0, b"ok", b"") and pre.ran == [["a"]]
