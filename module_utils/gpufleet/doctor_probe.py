@@ -324,27 +324,7 @@ def examine(evidence):
     return result
 
 
-KERN_LOG_FILES = ("/var/log/kern.log",)
-KERN_LOG_MAX = 8 * 1024 * 1024
-
-
 def read_kernel_log(host):
-    """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "reason"}."""
-    reasons = []
-    for argv, name in ((["dmesg"], "dmesg"), (["journalctl", "-k", "-b", "--no-pager", "-q"], "journalctl -k")):
-        res = host.run(argv)
-        if res is None:
-            reasons.append("%s: not installed" % argv[0])
-            continue
-        rc, out, err = res
-        if rc == 0 and out.strip():
-            return {"text": out, "source": name}
-        detail = err.strip() or out.strip()
-        detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else detail
-        reasons.append("%s: rc=%s %s" % (name, rc, detail[:200]))
-    for path in KERN_LOG_FILES:
-        text = host.read(path, KERN_LOG_MAX, tail=True)
-        if text:
-            return {"text": text, "source": path}
-        reasons.append("%s: %s" % (path, "absent or empty" if text == "" else "not readable"))
-    return {"text": None, "source": None, "reason": "; ".join(reasons)}
+    """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "reason"}:
+    hostctx's reader (the one gpu_facts uses) over the doctor's Host."""
+    return hostctx.read_kernel_log(host.run, lambda path, limit: host.read(path, limit, tail=True))

@@ -331,7 +331,7 @@ def read_tail(path, limit):
 def read_kernel_log(run, read_tail=read_tail):
     """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "source": None,
     "reason"}: what each said. ``run(argv)`` as the probes get it; ``read_tail(path, limit)`` as above.
-    (The same reader as ``doctor_probe.read_kernel_log``, over a runner instead of the doctor's Host.)"""
+    ``doctor_probe.read_kernel_log`` calls it over the doctor's Host."""
     reasons = []
     for argv, name in ((DMESG, "dmesg"), (JOURNALCTL_K, "journalctl -k")):
         res = run(list(argv))
