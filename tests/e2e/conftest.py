@@ -7,7 +7,6 @@ tunnel with a real client, and a second site.yml run. It does not start the flee
 runs `make demo` first. Skipped unless named on the command line or GPUFLEET_E2E=1.
 """
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,16 +18,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "fleet"))
 
 import demolib  # noqa: E402 - after the sys.path lines above
+import fleetlib  # noqa: E402
 
 
 def _asked_for(config):
-    if os.environ.get("GPUFLEET_E2E") == "1":
-        return True
-    for arg in config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path == HERE or HERE in path.parents:
-            return True
-    return False
+    return fleetlib.asked_for(config, HERE, "GPUFLEET_E2E")
 
 
 def pytest_collection_modifyitems(config, items):

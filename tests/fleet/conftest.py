@@ -12,19 +12,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import fleetlib
 import pytest
 
 HERE = Path(__file__).resolve().parent
 
 
 def _asked_for(config):
-    if os.environ.get("GPUFLEET_FLEET_TESTS") == "1":
-        return True
-    for arg in config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path == HERE or HERE in path.parents:
-            return True
-    return False
+    return fleetlib.asked_for(config, HERE, "GPUFLEET_FLEET_TESTS")
 
 
 def _docker_ready():
@@ -66,8 +61,8 @@ def ft_workdir():
 SECRET = "ft-Pw-%s" % os.urandom(6).hex()
 
 
-TRAINER = {"name": "trainer", "command": "/bin/sleep infinity", "user": "trainer"}
-HEARTBEAT = {"name": "heartbeat", "command": "/bin/sleep infinity"}
+TRAINER = fleetlib.TRAINER
+HEARTBEAT = fleetlib.HEARTBEAT
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,23 @@ RECAP_RE = re.compile(
 )
 
 
+# supervisord programs of the partial-failure fleet: pf-01 lacks the user 'trainer' (conftest.fleet_run).
+TRAINER = {"name": "trainer", "command": "/bin/sleep infinity", "user": "trainer"}
+HEARTBEAT = {"name": "heartbeat", "command": "/bin/sleep infinity"}
+
+
+def asked_for(config, folder, env_name):
+    """True when pytest was asked for the suite in ``folder`` by name (a path inside it on the command
+    line) or with the environment variable ``env_name`` set to 1: the container suites run only then."""
+    if os.environ.get(env_name) == "1":
+        return True
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if path == folder or folder in path.parents:
+            return True
+    return False
+
+
 def sh(*argv, check=True, input=None, timeout=300):
     """Run a command, return its CompletedProcess (text)."""
     return subprocess.run(

@@ -5,7 +5,7 @@ README documents (gpufleet_serial, gpufleet_max_fail_percentage)."""
 import json
 
 import fleetlib as fl
-from conftest import HEARTBEAT, TRAINER
+from fleetlib import HEARTBEAT, TRAINER
 
 
 def _by_name(fleet_run):
