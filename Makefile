@@ -9,10 +9,22 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
-SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+# Longest first (seconds on 2 cores: docs/benchmarks.md, "make test"), so parallel lanes end together; new scenarios last.
+LONGEST_FIRST := ssh_hardening doctor cuda_links jupyter supervisord gpu_monitoring gate torch \
+                 nvidia_container_toolkit facts
+SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
+# Suites run side by side in this many lanes (make -j; TEST_JOBS=1: one by one), each through
+# scripts/suite, which prints a suite's output whole when it ends. The suites share nothing on the
+# machine (own containers, SSH ports, work folders). Set-up (images, wheels) runs once, before them.
+TEST_JOBS ?= 2
+LANES := $(addprefix molecule-,$(wordlist 1,2,$(SCENARIOS))) fleet-tests e2e \
+         $(addprefix molecule-,$(wordlist 3,99,$(SCENARIOS))) lint unit syntax
+ALL_LANES := $(sort $(addprefix lane-,$(LANES) $(addprefix molecule-,$(ALL_SCENARIOS))))
 DEMO_HOSTS ?= 5
 
-.PHONY: help bootstrap images wheelhouse lint unit syntax molecule fleet-tests e2e test quick demo demo-down clean
+.PHONY: help bootstrap images wheelhouse wheelhouse-torch-cuda lint unit syntax molecule fleet-tests e2e test quick \
+        demo demo-down clean $(addprefix molecule-,$(ALL_SCENARIOS)) $(ALL_LANES)
 
 help:
 	@echo "make demo       start a local demo fleet and run site.yml against it"
@@ -25,11 +37,12 @@ help:
 bootstrap:
 	@scripts/bootstrap
 
+# PREPARED=1 (set by make test and make molecule for their lanes): images and wheels are already there.
 images: bootstrap
-	@scripts/test-images 12 13 12-systemd
+	@$(if $(PREPARED),:,scripts/test-images 12 13 12-systemd)
 
 wheelhouse: bootstrap
-	@scripts/wheelhouse
+	@$(if $(PREPARED),:,scripts/wheelhouse)
 
 # Python files without a .py suffix are named explicitly so ruff checks them too.
 PY_SCRIPTS := scripts/fleet-report scripts/role-docs scripts/gpu-smoke roles/supervisord/files/gpufleet-supervisor-check \
@@ -51,27 +64,37 @@ syntax: bootstrap
 
 quick: lint unit syntax
 
-molecule: images wheelhouse
-	@# The doctor scenario fixes a CPU-only torch with a real CUDA build (scripts/wheelhouse.d/torch-cuda.sh, 2.9 GB).
-	@case " $(SCENARIOS) " in *" doctor "*) GPUFLEET_TORCH_CUDA=1 scripts/wheelhouse;; esac
-	@set -e; for s in $(SCENARIOS); do \
-	  echo "== molecule test -s $$s"; start=$$(date +%s); \
-	  $(BIN)/molecule test -s $$s; \
-	  echo "== molecule $$s passed in $$(( $$(date +%s) - start )) s"; \
-	done
+molecule: images wheelhouse $(if $(filter doctor,$(SCENARIOS)),wheelhouse-torch-cuda)
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-molecule-,$(SCENARIOS))
+
+$(addprefix molecule-,$(ALL_SCENARIOS)): molecule-%: images wheelhouse
+	$(BIN)/molecule test -s $*
+
+# The doctor scenario fixes a CPU-only torch with a real CUDA build (scripts/wheelhouse.d/torch-cuda.sh, 2.9 GB).
+molecule-doctor: wheelhouse-torch-cuda
+wheelhouse-torch-cuda: bootstrap
+	@$(if $(PREPARED),:,GPUFLEET_TORCH_CUDA=1 scripts/wheelhouse)
 
 # Reliability suites on SSH container hosts (docs/reliability.md): partial failure, interrupted runs,
 # bad inputs, secret scan.
 fleet-tests: images wheelhouse
-	@start=$$(date +%s); $(BIN)/pytest -q tests/fleet && echo "== fleet tests passed in $$(( $$(date +%s) - start )) s"
+	$(BIN)/pytest -q tests/fleet
 
 # End to end: make demo, then what a renter must find on each demo host (tests/e2e), a second
 # site.yml with changed=0 included. The demo fleet is left up for a look (make demo-down).
 e2e: demo
-	@start=$$(date +%s); $(BIN)/pytest -q tests/e2e && echo "== e2e passed in $$(( $$(date +%s) - start )) s"
+	$(BIN)/pytest -q tests/e2e
 
-test: quick molecule fleet-tests e2e
-	@echo "make test: all checks passed"
+test: images wheelhouse wheelhouse-torch-cuda
+	@rm -f .cache/suites/times; start=$$(date +%s); \
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-,$(LANES)); rc=$$?; \
+	echo "== suite times ($(TEST_JOBS) lanes)"; cat .cache/suites/times 2>/dev/null; \
+	if [ $$rc = 0 ]; then echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"; \
+	else echo "make test: FAILED after $$(( $$(date +%s) - start )) s (the suites marked FAILED above)"; exit $$rc; fi
+
+# One suite of make test or make molecule, its output kept whole.
+$(ALL_LANES): lane-%:
+	@scripts/suite $* $(MAKE) --no-print-directory PREPARED=1 $*
 
 demo: images wheelhouse
 	scripts/demo-fleet up $(DEMO_HOSTS)
