@@ -11,7 +11,7 @@ description:
     C(cuInit) through C(libcuda.so.1) in a child process (and whether that libcuda is a stub or a
     forward-compat library), a torch probe in the target interpreter (version, CUDA build, is_available,
     device count, arch list, warnings, cuDNN and NCCL versions, torchrun), C(CUDA_VISIBLE_DEVICES) and
-    C(LD_LIBRARY_PATH) as a login gets them (process environment and C(/etc/environment)), the CUDA
+    C(LD_LIBRARY_PATH) as a login gets them (process environment, C(/etc/environment), the login shell), the CUDA
     toolkit layout (C(/usr/local/cuda), ld.so.conf, shadowing paths), NVSwitch presence and the fabric
     manager's state, Xid lines from the kernel log, persistence mode and container detection.
   - Applies the rules of C(module_utils/gpufleet/doctor_rules.py) (reference page C(docs/doctor-rules.md))
@@ -51,6 +51,14 @@ options:
     description: Name or path of C(nvidia-smi), used when NVML is not usable.
     type: str
     default: nvidia-smi
+  login_user:
+    description:
+      - The account whose login environment is judged (C(CUDA_VISIBLE_DEVICES), C(LD_LIBRARY_PATH), C(PATH),
+        C(CUDA_HOME), C(NVIDIA_VISIBLE_DEVICES)). Its login shell runs with C(/etc/environment) applied first,
+        as at an SSH login, so a variable exported from C(/etc/profile.d) or the user's C(~/.profile) is seen
+        with the file that sets it.
+      - Default, the user that became root (C(SUDO_USER)), else the account the module runs as.
+    type: str
 requirements:
   - nvidia-ml-py in the interpreter that runs the module (optional; without it nvidia-smi is used)
 notes:
@@ -165,6 +173,7 @@ def main():
             timeout=dict(type="int", default=120),
             kernel_log=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+            login_user=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -187,7 +196,8 @@ def main():
                             driver_cuda=nvml.get("cuda_driver_version"))
         evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
                                        cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
-                                       gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes)
+                                       gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes,
+                                       login_user=p["login_user"] or os.environ.get("SUDO_USER") or None)
         result = doctor_probe.examine(evidence)
     except Exception:
         module.fail_json(msg="gpu_doctor failed while gathering evidence (a bug, please report it)",

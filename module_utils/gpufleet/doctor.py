@@ -26,6 +26,9 @@ never read as "absent"):
                          present only when the variable is set.
 ``cudatk``               ``cudatk.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH
                          and ld.so.conf entries, problems).
+``pci_gpus``             list of PCI addresses of NVIDIA display / 3D controllers under /sys/bus/pci
+                         (class 03xx), or None when /sys/bus/pci could not be read. In a container
+                         it lists the whole machine's GPUs, not the ones given to the container.
 ``nvswitch_present``     bool|None.
 ``fabric_manager``       "running" | "stopped" | "failed" | "not_installed" | None.
 ``kernel_log``           ``hostctx.parse_kernel_log()`` result (Xid events, NVRM messages).
@@ -152,17 +155,32 @@ def view(evidence):
     v["xid_counts"] = {int(k): n for k, n in (log.get("counts") or {}).items()}
     v["xid_events"] = log.get("events") or []
     v["nvrm_messages"] = log.get("nvrm_messages") or []
-    nvml = ev.get("nvml") or {}
-    if nvml.get("gpu_count") is not None:
-        v["gpu_count"], v["gpu_count_source"] = nvml["gpu_count"], "nvml"
-    elif ev.get("gpus") is not None:
-        v["gpu_count"], v["gpu_count_source"] = len(gpus), "gpus"
-    elif nodes is not None and v["driver_version"]:
-        v["gpu_count"], v["gpu_count_source"] = len(v["gpu_nodes"]), "device_nodes"
-    else:
-        v["gpu_count"], v["gpu_count_source"] = None, None
+    v["gpu_count"], v["gpu_count_source"] = count_gpus(ev, v)
     v["gpu_expected"] = gpu_expected(ev, v)
     return v
+
+
+def count_gpus(evidence, v):
+    """(count, source) of the GPUs this host has; (None, None) when nothing could count them.
+
+    NVML counts when it works. When it fails (a driver/library mismatch, a lost GPU), its empty GPU
+    list is no count: the /dev/nvidiaN nodes count, else the PCI bus outside a container (where it
+    lists only this machine's GPUs); otherwise the count is unknown, never 0.
+    """
+    nvml = evidence.get("nvml")
+    if nvml and nvml.get("ok") is not False:
+        if nvml.get("gpu_count") is not None:
+            return nvml["gpu_count"], "nvml"
+        if evidence.get("gpus") is not None:
+            return len(evidence["gpus"]), "gpus"
+    elif nvml is None and evidence.get("gpus"):
+        return len(evidence["gpus"]), "gpus"
+    if v["gpu_nodes"]:
+        return len(v["gpu_nodes"]), "device_nodes"
+    pci = evidence.get("pci_gpus")
+    if pci is not None and evidence.get("in_container") is False:
+        return len(pci), "pci"
+    return None, None
 
 
 def gpu_expected(evidence, v):
@@ -273,7 +291,8 @@ def _md(text):
 
 
 def render_rules_markdown():
-    """A reference page generated from the rules table (for docs/)."""
+    """A reference page generated from the rules table and the kernel-log forms (for docs/)."""
+    from .hostctx import kernel_log_patterns_markdown
     lines = ["# gpufleet doctor: finding codes", "",
              "Generated from `module_utils/gpufleet/doctor_rules.py`; do not edit by hand.", "",
              "Remedy classes: " + ", ".join("`%s`" % c for c in REMEDY_CLASSES) + ".", "",
@@ -286,4 +305,4 @@ def render_rules_markdown():
     lines += ["", "## Recognised torch / CUDA error texts", "", "| text code | source |", "|---|---|"]
     for code, _pattern, source in TORCH_ERROR_PATTERNS:
         lines.append("| `%s` | %s |" % (code, _md(source)))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + kernel_log_patterns_markdown()

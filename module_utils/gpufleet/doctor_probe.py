@@ -18,12 +18,19 @@ DEV_GLOB = "/dev/nvidia*"
 PROC_MODULES = "/proc/modules"
 PROC_DRIVER = "/proc/driver/nvidia/version"
 ETC_ENVIRONMENT = cudatk.ETC_ENVIRONMENT  # the file pam_env applies to every login
-ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES")
+ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES")
+# What a login shell reads, in order (pam_env's file first): the last file that assigns a variable set it.
+# Per-user files are those of the login user's home (~ stands for it).
+LOGIN_FILES = ("/etc/environment", "/etc/profile", "/etc/profile.d/*.sh", "/etc/bash.bashrc",
+               "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bashrc")
+LOGIN_SHELL_TIMEOUT = 10
+_PRINT_ENV = "env -0"
 NVSWITCH_DEV_GLOB = "/dev/nvidia-nvswitch*"
 NVSWITCH_PROC_GLOB = "/proc/driver/nvidia-nvswitch/devices/*"
 PCI_GLOB = "/sys/bus/pci/devices/*"
 NVIDIA_PCI_VENDOR = "0x10de"
 PCI_CLASS_BRIDGE_OTHER = "0x0680"  # NVSwitch shows as "Bridge: NVIDIA Corporation ..." (class 0680)
+PCI_CLASS_DISPLAY = "0x03"  # VGA (0300) and 3D (0302) controllers: the GPUs
 FM_UNITS = ("/lib/systemd/system/nvidia-fabricmanager.service", "/usr/lib/systemd/system/nvidia-fabricmanager.service",
             "/etc/systemd/system/nvidia-fabricmanager.service")
 FM_BINARIES = ("/usr/bin/nv-fabricmanager", "/usr/sbin/nv-fabricmanager")
@@ -160,18 +167,71 @@ def parse_environment_file(text):
     return out
 
 
-def login_environment(process_env, etc_environment_text):
+def login_shell_env(host, user=None, timeout=LOGIN_SHELL_TIMEOUT, account=None):
+    """(env, error): what ``user``'s login shell gets (pam_env's /etc/environment applied first, as at an SSH
+    login, then the shell's own profile files). Ansible's exec session reads no profile file, so a variable
+    exported from /etc/profile.d is invisible to the module's own environment; this reads it the way the
+    renter's ``ssh host`` does. ``user`` defaults to the account the module runs as."""
+    if account is None:
+        import pwd
+        try:
+            entry = pwd.getpwnam(user) if user else pwd.getpwuid(os.geteuid())
+        except (KeyError, OSError) as exc:
+            return None, "login user %r unknown: %s" % (user, exc)
+        account = (entry.pw_name, entry.pw_dir, entry.pw_shell or "/bin/sh")
+    name, home, shell = account
+    if not host.exists(shell) or os.path.basename(shell) in ("nologin", "false"):
+        return None, "login user %s has no login shell (%s)" % (name, shell)
+    start = {"HOME": home, "USER": name, "LOGNAME": name, "SHELL": shell,
+             "PATH": "/usr/local/bin:/usr/bin:/bin", "TERM": "dumb"}
+    start.update(parse_environment_file(host.read(ETC_ENVIRONMENT)))  # pam_env, before the shell starts
+    argv = ["env", "-i"] + ["%s=%s" % kv for kv in sorted(start.items())] + [shell, "-l", "-c", _PRINT_ENV]
+    res = host.run(argv, timeout=timeout)
+    if res is None:
+        return None, "env(1) not found"
+    rc, out, err = res
+    if isinstance(out, bytes):
+        out = out.decode("utf-8", "replace")
+    if rc != 0:
+        return None, "login shell %s of %s exited %s: %s" % (shell, name, rc, str(err)[-300:])
+    env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+    return env, None
+
+
+_LOGIN_ASSIGN = {}
+
+
+def setting_file(host, key, home):
+    """The last login file (LOGIN_FILES order) that assigns ``key``, or None."""
+    pattern = _LOGIN_ASSIGN.get(key)
+    if pattern is None:
+        pattern = _LOGIN_ASSIGN[key] = re.compile(r"^[ \t]*(?:export[ \t]+)?%s=" % re.escape(key), re.M)
+    found = None
+    for entry in LOGIN_FILES:
+        path = home + entry[1:] if entry.startswith("~") else entry
+        for name in (host.glob(path) if "*" in path else [path]):
+            if pattern.search(host.read(name) or ""):
+                found = name
+    return found
+
+
+def login_environment(process_env, etc_environment_text, login_env=None, setting=None):
     """(env, sources) of the keys the doctor reads, as a login session gets them.
 
     pam_env applies /etc/environment to SSH and console logins; the module's own process may or may
     not have it (docker exec does not), so the file is read directly. A value in the process
-    environment wins, as it does for the programs started from it.
+    environment wins, as it does for the programs started from it. ``login_env`` (login_shell_env) adds
+    what a login shell gets from the profile files; ``setting(key)`` names the file that set a key.
     """
     env, sources = {}, {}
     from_file = parse_environment_file(etc_environment_text)
     for key in ENV_KEYS:
         if key in process_env:
             env[key], sources[key] = process_env[key], "process environment"
+        elif login_env is not None and key in login_env:
+            env[key] = login_env[key]
+            sources[key] = (setting(key) if setting else None) or (
+                ETC_ENVIRONMENT if from_file.get(key) == login_env[key] else "login shell")
         elif key in from_file:
             env[key], sources[key] = from_file[key], ETC_ENVIRONMENT
     return env, sources
@@ -223,19 +283,31 @@ def probe_cuinit(host, python, env_update, timeout, errors):
     return data
 
 
-def probe_nvswitch(host):
-    """True/False from NVSwitch device nodes, the nvswitch driver's proc entries or PCI bridges; None if unknown."""
-    if host.glob(NVSWITCH_DEV_GLOB) or host.glob(NVSWITCH_PROC_GLOB):
-        return True
+def nvidia_pci_devices(host):
+    """{address: class} of the NVIDIA devices on the PCI bus (one walk of /sys/bus/pci), None if unreadable."""
     devices = host.glob(PCI_GLOB)
     if not devices:
         return None
+    out = {}
     for dev in devices:
-        vendor = (host.read(dev + "/vendor") or "").strip().lower()
-        klass = (host.read(dev + "/class") or "").strip().lower()
-        if vendor == NVIDIA_PCI_VENDOR and klass.startswith(PCI_CLASS_BRIDGE_OTHER):
-            return True
-    return False
+        if (host.read(dev + "/vendor") or "").strip().lower() == NVIDIA_PCI_VENDOR:
+            out[os.path.basename(dev)] = (host.read(dev + "/class") or "").strip().lower()
+    return out
+
+
+def pci_gpus(pci):
+    """PCI addresses of the display / 3D controllers (class 03xx) among ``nvidia_pci_devices``."""
+    return None if pci is None else sorted(a for a, klass in pci.items() if klass.startswith(PCI_CLASS_DISPLAY))
+
+
+def probe_nvswitch(host, pci=None):
+    """True/False from NVSwitch device nodes, the nvswitch driver's proc entries or PCI bridges; None if unknown."""
+    if host.glob(NVSWITCH_DEV_GLOB) or host.glob(NVSWITCH_PROC_GLOB):
+        return True
+    pci = nvidia_pci_devices(host) if pci is None else pci
+    if pci is None:
+        return None
+    return any(klass.startswith(PCI_CLASS_BRIDGE_OTHER) for klass in pci.values())
 
 
 def probe_fabric_manager(host, systemd):
@@ -281,7 +353,7 @@ def in_container(host):
 
 
 def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None, expected_gpu_count=None,
-           gpu_expected=None, timeout=120, device_nodes=None):
+           gpu_expected=None, timeout=120, device_nodes=None, login_user=None):
     """The doctor's evidence for this host. ``gpu_facts``: facts.gpu_facts() output (NVML / nvidia-smi).
 
     ``device_nodes``: the /dev/nvidia* nodes listed before NVML or libcuda were called - run as root, the
@@ -296,16 +368,24 @@ def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None
     if gpu_facts is not None:
         ev["nvml"] = nvml_evidence(gpu_facts)
         ev["gpus"] = _gpus(gpu_facts)
-    env, sources = login_environment(host.environ(), host.read(ETC_ENVIRONMENT))
+    login_env, why = login_shell_env(host, login_user)
+    if why:
+        errors.append("login environment: %s (only the module's environment and /etc/environment read)" % why)
+    home = (login_env or {}).get("HOME") or os.path.expanduser("~" + (login_user or ""))
+    env, sources = login_environment(host.environ(), host.read(ETC_ENVIRONMENT), login_env,
+                                     lambda key: setting_file(host, key, home))
     ev["env"], ev["env_sources"] = env, sources
-    env_update = {k: v for k, v in env.items() if sources.get(k) == ETC_ENVIRONMENT}
+    ev["login_user"] = (login_env or {}).get("USER") or login_user
+    env_update = {k: v for k, v in env.items() if sources.get(k) != "process environment" and k != "PATH"}
     target = python if python and host.exists(python) else None
     ev["torch"], ev["torch_skipped"] = probe_torch(host, target or python, env_update, timeout, errors)
     ev["cuinit"] = probe_cuinit(host, target or "python3", env_update, min(timeout, 30), errors)
     ev["cudatk"] = cudatk_facts
     systemd = host.exists("/run/systemd/system")
     try:
-        ev["nvswitch_present"] = probe_nvswitch(host)
+        pci = nvidia_pci_devices(host)
+        ev["pci_gpus"] = pci_gpus(pci)
+        ev["nvswitch_present"] = probe_nvswitch(host, pci)
         ev["fabric_manager"] = probe_fabric_manager(host, systemd)
     except Exception as exc:  # defensive: never lose the other evidence
         errors.append("nvswitch/fabric manager probe failed: %r" % exc)

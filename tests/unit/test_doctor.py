@@ -470,3 +470,49 @@ def test_docs_page_is_generated_from_the_rules():
     from pathlib import Path
     page = Path(__file__).resolve().parents[2] / "docs" / "doctor-rules.md"
     assert page.read_text() == doctor.render_rules_markdown()
+
+
+# ----------------------------------------------------------------------------- GPU count when NVML fails
+def ev_mismatch_as_gathered():
+    """A driver/library mismatch as doctor_probe.gather records it: NVML failed, so its GPU list is empty."""
+    ev = ev_mismatch()
+    ev["gpus"] = []
+    ev["nvml"]["gpu_count"] = None
+    return ev
+
+
+def test_mismatch_counts_gpus_from_device_nodes_and_stays_a_reboot():
+    v = doctor.view(ev_mismatch_as_gathered())
+    assert (v["gpu_count"], v["gpu_count_source"]) == (2, "device_nodes")
+    r = doctor.diagnose(ev_mismatch_as_gathered())
+    assert "driver_library_mismatch" in codes(r) and "fewer_gpus_than_rented" not in codes(r)
+    assert {f["remedy_class"] for f in r["findings"]} == {"reboot"}
+
+
+def test_failed_nvml_without_nodes_counts_from_pci_outside_containers():
+    ev = ev_mismatch_as_gathered()
+    ev["device_nodes"] = ["/dev/nvidiactl"]
+    ev["pci_gpus"] = ["0000:17:00.0", "0000:65:00.0"]
+    assert doctor.count_gpus(ev, doctor.view(ev)) == (2, "pci")
+    ev["pci_gpus"] = []  # a VM whose bus shows no NVIDIA GPU: a real count of 0
+    r = doctor.diagnose(ev)
+    f = next(f for f in r["findings"] if f["code"] == "fewer_gpus_than_rented")
+    assert f["evidence"] == {"expected_gpu_count": 2, "gpu_count": 0, "counted_from": "pci"}
+
+
+def test_failed_nvml_in_a_container_without_nodes_is_an_unknown_count_never_zero():
+    ev = ev_mismatch_as_gathered()
+    ev.update(device_nodes=["/dev/nvidiactl"], in_container=True,
+              pci_gpus=["0000:%02x:00.0" % i for i in range(8)])  # the whole machine's GPUs, not ours
+    v = doctor.view(ev)
+    assert (v["gpu_count"], v["gpu_count_source"]) == (None, None)
+    assert "fewer_gpus_than_rented" not in codes(doctor.diagnose(ev))
+    ev["pci_gpus"] = None
+    assert doctor.count_gpus(ev, doctor.view(ev)) == (None, None)
+
+
+def test_nvml_that_works_still_counts_first():
+    ev = healthy()
+    ev["pci_gpus"] = ["0000:17:00.0"]
+    ev["device_nodes"] = ev["device_nodes"] + ["/dev/nvidia2"]
+    assert doctor.count_gpus(ev, doctor.view(ev)) == (2, "nvml")

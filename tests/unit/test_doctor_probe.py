@@ -205,3 +205,78 @@ def test_fabric_manager_down_is_fixable_on_a_vm_and_provider_in_a_container():
     ct = doctor.diagnose(ev)
     pick = lambda r: next(f for f in r["findings"] if f["code"] == "error_802_fabric_manager")  # noqa: E731
     assert pick(vm)["remedy_class"] == "fixable" and pick(ct)["remedy_class"] == "provider"
+
+
+def test_pci_walk_finds_gpus_and_nvswitches_once():
+    files = gpu_host(**{
+        "/sys/bus/pci/devices/0000:17:00.0/vendor": "0x10de\n", "/sys/bus/pci/devices/0000:17:00.0/class": "0x030200\n",
+        "/sys/bus/pci/devices/0000:65:00.0/vendor": "0x10de\n", "/sys/bus/pci/devices/0000:65:00.0/class": "0x030000\n",
+        "/sys/bus/pci/devices/0000:05:00.0/vendor": "0x10de\n", "/sys/bus/pci/devices/0000:05:00.0/class": "0x068000\n",
+        "/sys/bus/pci/devices/0000:00:1f.0/vendor": "0x8086\n", "/sys/bus/pci/devices/0000:00:1f.0/class": "0x030000\n",
+    })
+    host = FakeHost(files)
+    host.glob = lambda pattern: sorted({p.rsplit("/", 1)[0] for p in files if p.startswith("/sys/bus/pci/devices/")}
+                                       if pattern == doctor_probe.PCI_GLOB else FakeHost.glob(host, pattern))
+    pci = doctor_probe.nvidia_pci_devices(host)
+    assert doctor_probe.pci_gpus(pci) == ["0000:17:00.0", "0000:65:00.0"]
+    assert doctor_probe.probe_nvswitch(host, pci) is True
+    assert doctor_probe.pci_gpus(doctor_probe.nvidia_pci_devices(FakeHost(gpu_host()))) is None
+
+
+# ----------------------------------------------------------------------------- the login environment (issue 17 item 1)
+def _login_output(**env):
+    return 0, "".join("%s=%s\0" % kv for kv in env.items()).encode(), b""
+
+
+def test_a_variable_exported_from_profile_d_is_seen_with_its_file():
+    """CUDA_VISIBLE_DEVICES=-1 in /etc/profile.d: invisible to Ansible's exec session, seen by a login shell."""
+    import pwd
+    me = pwd.getpwuid(__import__("os").geteuid())
+    files = gpu_host(**{me.pw_shell: "", "/etc/environment": "LANG=C.UTF-8\n",
+                        "/etc/profile.d/zz-gpu.sh": "export CUDA_VISIBLE_DEVICES=-1\n"})
+    host = FakeHost(files, commands={
+        ("/opt/gpufleet/venv/bin/python",): run_python,
+        ("env", "-i"): lambda argv, env: _login_output(HOME=me.pw_dir, USER=me.pw_name, PATH="/usr/bin:/bin",
+                                                        CUDA_VISIBLE_DEVICES="-1")})
+    ev = doctor_probe.gather(host, python="/opt/gpufleet/venv/bin/python", gpu_facts=GPU_FACTS,
+                             kernel_log={"text": "", "source": "dmesg"}, expected_gpu_count=1)
+    login = next(c[0] for c in host.calls if c[0][:2] == ["env", "-i"])
+    assert "LANG=C.UTF-8" in login and login[-3:] == ["-l", "-c", "env -0"]  # pam_env's file first, a login shell
+    assert ev["env"]["CUDA_VISIBLE_DEVICES"] == "-1"
+    assert ev["env_sources"]["CUDA_VISIBLE_DEVICES"] == "/etc/profile.d/zz-gpu.sh"
+    assert ev["login_user"] == me.pw_name
+    r = doctor_probe.examine(ev)
+    f = next(f for f in r["findings"] if f["code"] == "cuda_visible_devices_empty_or_invalid")
+    assert f["evidence"]["CUDA_VISIBLE_DEVICES"] == "-1"
+    # the probes (torch, cuInit) ran with it, as the user's programs do
+    assert all(c[1].get("CUDA_VISIBLE_DEVICES") == "-1" for c in host.calls if c[0][:2] != ["env", "-i"])
+
+
+def test_the_process_environment_still_wins_and_keeps_its_source():
+    env, sources = doctor_probe.login_environment(
+        {"CUDA_VISIBLE_DEVICES": "0"}, "", {"CUDA_VISIBLE_DEVICES": "-1", "CUDA_HOME": "/usr/local/cuda"},
+        lambda key: None)
+    assert env == {"CUDA_VISIBLE_DEVICES": "0", "CUDA_HOME": "/usr/local/cuda"}
+    assert sources == {"CUDA_VISIBLE_DEVICES": "process environment", "CUDA_HOME": "login shell"}
+
+
+def test_a_real_login_shell_reads_the_users_profile(tmp_path):
+    """bash -l for real, with a home of the test's own: ~/.profile's export reaches the environment read."""
+    import shutil
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("no bash")
+    (tmp_path / ".profile").write_text("export CUDA_VISIBLE_DEVICES=-1\nexport CUDA_HOME=/usr/local/cuda-12.4\n")
+
+    def run(argv, env=None, timeout=None):
+        res = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        return res.returncode, res.stdout, res.stderr
+
+    host = doctor_probe.Host(run)
+    got, why = doctor_probe.login_shell_env(host, account=("gpufleet-test", str(tmp_path), bash))
+    assert why is None, why
+    assert got["CUDA_VISIBLE_DEVICES"] == "-1" and got["HOME"] == str(tmp_path) and got["USER"] == "gpufleet-test"
+    assert doctor_probe.setting_file(host, "CUDA_VISIBLE_DEVICES", str(tmp_path)) == str(tmp_path / ".profile")
+    assert doctor_probe.setting_file(host, "NVIDIA_VISIBLE_DEVICES", str(tmp_path)) is None
+    got, why = doctor_probe.login_shell_env(host, account=("nobody", str(tmp_path), "/usr/sbin/nologin"))
+    assert got is None and "no login shell" in why

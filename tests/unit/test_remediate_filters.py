@@ -103,3 +103,31 @@ def test_record_in_check_mode_is_the_plan():
 def test_record_on_healthy_host():
     d = dx(healthy())
     assert rf.remediate_record(d, d, rf.remediate_plan(d))["state"] == "nothing_to_fix"
+
+
+def test_driver_library_mismatch_is_a_reboot_not_the_provider():
+    from test_doctor import ev_mismatch_as_gathered
+    d = dx(ev_mismatch_as_gathered())
+    record = rf.remediate_record(d, d, rf.remediate_plan(d))
+    assert record["state"] == "needs_reboot" and record["needs_provider"] == []
+    assert [e["code"] for e in record["needs_reboot"]] == ["driver_library_mismatch"]
+
+
+def test_a_per_user_setting_left_alone_is_named_with_what_to_do():
+    from test_doctor import ev_shadow
+    before = ev_shadow()
+    before["cudatk"]["ld_library_path"]["entries"] = [
+        {"path": "/usr/local/cuda-11.8/lib64", "source": "/root/.bashrc", "shadowing": True},
+        {"path": "/usr/local/cuda/lib64", "source": "environment", "shadowing": True}]
+    d = dx(before)
+    plan = rf.remediate_plan(d, only_when_unusable=False)
+    record = rf.remediate_record(d, d, plan)
+    why = record["still_broken"][0]["why"]
+    assert record["state"] == "still_broken" and record["still_broken"][0]["code"] == "ld_library_path_shadowing"
+    assert "/root/.bashrc, a per-user file gpufleet leaves alone" in why and "remove" in why
+    assert "/usr/local/cuda/lib64 comes from the environment" in why
+    # a global file the fix edits gives no such excuse
+    before["cudatk"]["ld_library_path"]["entries"] = [
+        {"path": "/usr/local/cuda-11.8/lib64", "source": "/etc/profile.d/cuda.sh", "shadowing": True}]
+    d = dx(before)
+    assert rf.remediate_record(d, d, plan)["still_broken"][0]["why"] == "the fix ran but the doctor still finds it"

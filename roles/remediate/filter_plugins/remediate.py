@@ -70,6 +70,34 @@ def _by_code(doctor):
     return {f.get("code"): f for f in (doctor or {}).get("findings") or () if isinstance(f, dict)}
 
 
+GLOBAL_LOGIN_FILES = ("/etc/environment", "/etc/profile", "/etc/bash.bashrc")
+GLOBAL_LOGIN_DIR = "/etc/profile.d/"
+
+
+def _is_global(source):
+    return source in GLOBAL_LOGIN_FILES or (source.startswith(GLOBAL_LOGIN_DIR) and source.endswith(".sh"))
+
+
+def still_there_why(finding):
+    """Why a fix that ran left its finding, from the finding's evidence: a setting outside what gpufleet edits
+    (a per-user dotfile, the container's own environment) is named with what the user does about it."""
+    ev = finding.get("evidence") or {}
+    left = [e for e in ev.get("ld_library_path") or () if isinstance(e, dict)
+            and not _is_global(str(e.get("source") or ""))]
+    if left:
+        parts = []
+        for e in left:
+            source = str(e.get("source") or "")
+            if source.startswith("/"):
+                parts.append("%s sets it in %s, a per-user file gpufleet leaves alone: remove that directory from "
+                             "LD_LIBRARY_PATH there" % (e.get("path"), source))
+            else:
+                parts.append("%s comes from the %s (the container's or the service's own environment): unset it "
+                             "there (a provider / template setting)" % (e.get("path"), source or "unknown source"))
+        return "LD_LIBRARY_PATH still shadows pip's CUDA libraries: " + "; ".join(parts)
+    return "the fix ran but the doctor still finds it"
+
+
 def remediate_record(before, after, plan, failures=None, check_mode=False):
     """Outcome per host: state plus fixed / still_broken (with why) / needs_provider / needs_reboot / planned."""
     failures = failures or {}
@@ -83,7 +111,7 @@ def remediate_record(before, after, plan, failures=None, check_mode=False):
         if code not in now:
             record["fixed"].append(code)
         else:
-            why = failures.get(item["group"]) or "the fix ran but the doctor still finds it"
+            why = failures.get(item["group"]) or still_there_why(now[code])
             record["still_broken"].append({"code": code, "why": why})
     for code, f in now.items():
         entry = {"code": code, "meaning": f.get("meaning"), "remedy": f.get("remedy")}
