@@ -9,15 +9,19 @@ is guessed: a value the host did not report is never read as good or bad. A CPU 
 one: a CPU torch build is right there, and what only GPUs need (cuDNN, NCCL, a GPU exporter) is
 "ok" with a summary that says it is not needed.
 
-``security(readiness, venv_packages)`` is item 10: installed versions against fixed floors with
+``security(readiness, container, os_release)`` is item 10: installed versions against fixed floors with
 their sources (shared/reference/security-reliability.md), Jupyter listening publicly without TLS,
-password SSH login; each finding names the gpufleet role and variable that fixes it.
+password SSH login; each finding names the gpufleet role and variable that fixes it. Package versions
+are compared in dpkg's order (``deb_compare``); where the distro backports fixes (Debian 12/13, Ubuntu
+22.04/24.04) the floor is the distro's fixed package version for the host's release, and upstream
+version ranges apply only where no distro row (or the package's changelog) decides.
 Plain Python >= 3.8, stdlib only.
 """
 
 import re
 
 from . import capacity, features
+from . import ctk as _ctk
 
 REFERENCE = "shared/reference/security-reliability.md"
 
@@ -46,17 +50,37 @@ CPU_PER_GPU_MIN = 4        # data loading workers per GPU; fewer starves the GPU
 TEXTFILE_MAX_AGE_S = 300   # the exporter rewrites the file every few seconds; five minutes is stale
 WANTED_PACKAGES = ("torch", "transformers", "datasets", "accelerate", "tqdm")
 
-# --- security floors (all from REFERENCE) --------------------------------------------------------
+# --- security floors (each with its source) -------------------------------------------------------
+# Package versions are compared in dpkg's order (deb_compare). The toolkit comes from NVIDIA's own
+# repository, not a distro that backports, so its floor is one package version for every release.
 CTK_FLOOR = "1.17.8"
 CTK_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                 "libnvidia-container1")
 CTK_SOURCE = REFERENCE + " 4.1: CVE-2025-23266 (NVIDIAScape) and CVE-2025-23267 fixed in 1.17.8"
-SSH_AFFECTED = ("8.5p1", "9.8p1")  # CVE-2024-6387 (regreSSHion): 8.5p1 <= v < 9.8p1 on glibc Linux
-SSH_SOURCE = REFERENCE + " 1.4: regreSSHion CVE-2024-6387 affects 8.5p1 up to (not including) 9.8p1"
-# Distro packages that carry the backported fix: {(distro id, source package): fixed package version}.
-# The reference names none ("[UNVERIFIED for specific distro versions]"), so none is listed: a distro
-# build in the affected upstream range is reported "unverified" with its package version.
-SSH_DISTRO_FIXED = {}
+# CVE-2024-6387 (regreSSHion), glibc Linux sshd. Where the distro backports fixes, the floor is the distro's
+# fixed *package* version (dpkg order, ``deb_compare``): {(os-release ID, VERSION_ID): row}. A package below
+# the row's floor whose upstream part is outside SSH_UPSTREAM_AFFECTED is still not affected ("vulnerable
+# code introduced later", as the Debian tracker says of bullseye's 8.4p1).
+SSH_CVE = "CVE-2024-6387"
+_DEBIAN_TRACKER = "https://security-tracker.debian.org/tracker/CVE-2024-6387"
+_USN = "USN-6859-1 (https://ubuntu.com/security/notices/USN-6859-1; https://ubuntu.com/security/CVE-2024-6387)"
+SSH_DISTRO_FIXED = {
+    ("debian", "12"): {"name": "Debian 12 (bookworm)", "fixed": "1:9.2p1-2+deb12u3", "ref": "DSA-5724-1",
+                       "source": "DSA-5724-1 (https://security-tracker.debian.org/tracker/DSA-5724-1; "
+                                 "shared/reference/ecosystem.md, SSH audits)"},
+    ("debian", "13"): {"name": "Debian 13 (trixie)", "fixed": "1:9.7p1-7", "ref": "Debian security tracker",
+                       "source": "Debian security tracker %s: fixed in unstable 1:9.7p1-7 before trixie's "
+                                 "release (trixie ships 1:10.0p1)" % _DEBIAN_TRACKER},
+    ("ubuntu", "22.04"): {"name": "Ubuntu 22.04 (jammy)", "fixed": "1:8.9p1-3ubuntu0.10", "ref": "USN-6859-1",
+                          "source": _USN},
+    ("ubuntu", "24.04"): {"name": "Ubuntu 24.04 (noble)", "fixed": "1:9.6p1-3ubuntu13.3", "ref": "USN-6859-1",
+                          "source": _USN},
+}
+# Upstream (portable OpenSSH) ranges, used only where no distro row decides: [low, high), low None = any.
+SSH_UPSTREAM_AFFECTED = ((None, "4.4p1"), ("8.5p1", "9.8p1"))
+SSH_SOURCE = (REFERENCE + " 1.4: regreSSHion CVE-2024-6387 affects 8.5p1 up to (not including) 9.8p1; "
+              "Qualys' advisory (2024-07-01): also < 4.4p1 unless patched for CVE-2006-5051 and CVE-2008-4109")
+SSH_TEXT_RANGES = "< 4.4p1 or 8.5p1 <= v < 9.8p1"
 JUPYTER_ADVISORIES = (  # (fixed in, advisory) from REFERENCE 2.2
     ("1.0.6", "GHSA-grfj-wjv9-4f9v / CVE-2020-26232 open redirect"),
     ("1.15.4", "GHSA-p737-p57g-4cpr / CVE-2022-24757 tokens in log files"),
@@ -108,6 +132,24 @@ def version_key(text):
     while len(nums) < 3:
         nums.append(0)
     return tuple(nums) + (int(m.group(2) or 0), int(m.group(3) or 0))
+
+
+def deb_compare(a, b):
+    """``dpkg --compare-versions`` as -1, 0 or 1: epoch:upstream-revision, "~" before anything (even the end),
+    so "1:9.2p1-2+deb12u10" > "1:9.2p1-2+deb12u3" and "1:8.9p1-3ubuntu0.10" > "1:8.9p1-3ubuntu0.7".
+    None when either is not a Debian version string. The one comparison for package versions here
+    (gpufleet.ctk's implementation of dpkg's algorithm)."""
+    try:
+        return _ctk.compare_versions(a, b)
+    except _ctk.VersionError:
+        return None
+
+
+def ssh_upstream(text):
+    """The portable OpenSSH version in ``ssh -V`` text or a package version: "1:9.2p1-2+deb12u10" -> "9.2p1".
+    An OpenBSD-style "9.2" (``sshd -V`` on Debian) reads as its first portable release, "9.2p1". None if none."""
+    m = re.match(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)(p\d+)?", text.strip()) if isinstance(text, str) else None
+    return m.group(1) + (m.group(2) or "p1") if m else None
 
 
 def expected_gpu_count(result):
@@ -463,12 +505,104 @@ def monitoring(readiness, cpu_host=False):
 
 
 # ----------------------------------------------------------------------------- item 10: security
-def _finding(code, severity, status, message, fix, source=None):
-    return {"code": code, "severity": severity, "status": status, "message": message, "fix": fix, "source": source}
+def _finding(code, severity, status, message, fix, source=None, evidence=None):
+    out = {"code": code, "severity": severity, "status": status, "message": message, "fix": fix, "source": source}
+    if evidence:
+        out["evidence"] = evidence  # which evidence decided: distro table, package changelog, upstream version
+    return out
 
 
-def security(readiness, container=None):
-    """Security findings (affected, unverified or unknown) and the checks that passed."""
+def _ssh_release(os_release, package):
+    """((ID, VERSION_ID), where from): os-release first; without it a Debian stable-update suffix
+    ("+deb12u10") or an Ubuntu one ("ubuntu0.22.04.1") of the package names the release."""
+    os_ = _d(os_release)
+    if os_.get("id"):
+        return (str(os_["id"]).lower(), str(os_.get("version_id") or "")), "os-release"
+    m = re.search(r"\+deb(\d+)u\d+", package or "")
+    if m:
+        return ("debian", m.group(1)), "package suffix +deb%su" % m.group(1)
+    m = re.search(r"ubuntu0\.(\d\d\.\d\d)\b", package or "")
+    if m:
+        return ("ubuntu", m.group(1)), "package suffix ubuntu0.%s" % m.group(1)
+    return None, None
+
+
+def _in_upstream_range(upstream):
+    """True/False for a portable version against SSH_UPSTREAM_AFFECTED; None if unreadable."""
+    hits = []
+    for low, high in SSH_UPSTREAM_AFFECTED:
+        above = 0 if low is None else deb_compare(upstream, low)
+        below = deb_compare(upstream, high)
+        if above is None or below is None:
+            return None
+        hits.append(above >= 0 and below < 0)
+    return any(hits)
+
+
+def regresshion(sshd, os_release=None):
+    """The CVE-2024-6387 verdict for ``readiness["sshd"]`` on a host with this os-release.
+
+    Returns {"verdict": fixed | not_affected | affected | unverified | unknown, "evidence": distro table |
+    package changelog | upstream version | None, "text": one line, "source": where the floor comes from}.
+    Order: the distro row for the host's release (SSH_DISTRO_FIXED, package version in dpkg order); else the
+    package's changelog.Debian.gz naming the CVE (``sshd["changelog"]["cves"]``, when the facts carry it);
+    else the upstream ranges, where a distro package in range is "unverified" (its changelog not naming
+    the CVE does not prove it vulnerable: Debian's own fix, deb12u3, does not name it) and a build
+    without a package is "affected".
+    """
+    sshd = _d(sshd)
+    ver, pkg = sshd.get("version"), sshd.get("package_version")
+    pkg = pkg if isinstance(pkg, str) and deb_compare(pkg, pkg) == 0 else None
+    upstream = ssh_upstream(ver) or ssh_upstream(pkg)
+    what = "OpenSSH %s" % (ver or upstream or "?") + (" (package %s)" % pkg if pkg else "")
+    release, release_from = _ssh_release(os_release, pkg)
+    row = SSH_DISTRO_FIXED.get(release) if release else None
+    if row and pkg:
+        where = "%s, %s" % (row["name"], row["ref"])
+        if deb_compare(pkg, row["fixed"]) >= 0:
+            return {"verdict": "fixed", "evidence": "distro table", "source": row["source"],
+                    "text": "%s has the %s fix: >= %s (%s; release from %s)" % (what, SSH_CVE, row["fixed"], where,
+                                                                           release_from)}
+        if _in_upstream_range(ssh_upstream(pkg)) is False:
+            return {"verdict": "not_affected", "evidence": "upstream version", "source": SSH_SOURCE,
+                    "text": "%s is below %s's fixed %s but its upstream %s is outside the %s ranges (%s)" % (
+                        what, row["name"], row["fixed"], ssh_upstream(pkg), SSH_CVE, SSH_TEXT_RANGES)}
+        return {"verdict": "affected", "evidence": "distro table", "source": row["source"],
+                "text": "%s < %s, the first fixed package for %s (%s)" % (what, row["fixed"], SSH_CVE, where)}
+    changelog = _d(sshd.get("changelog"))
+    cves, cl_path, cl_version = changelog.get("cves"), changelog.get("path"), changelog.get("version")
+    note = "no changelog.Debian.gz fact"
+    if isinstance(cves, list):
+        same = not (cl_version and pkg) or deb_compare(cl_version, pkg) == 0
+        if SSH_CVE in cves and same:
+            return {"verdict": "fixed", "evidence": "package changelog", "source": "%s (%s)" % (cl_path, SSH_CVE),
+                    "text": "%s has the %s fix: its changelog %s names it (no distro row for %s)" % (
+                        what, SSH_CVE, cl_path, "%s %s" % release if release else "an unknown release")}
+        note = ("changelog %s is of %s, not of the installed package" % (cl_path, cl_version) if not same else
+                "changelog %s does not name %s" % (cl_path, SSH_CVE))
+    elif changelog.get("reason"):
+        note = "changelog not read: %s" % changelog["reason"]
+    in_range = _in_upstream_range(upstream) if upstream else None
+    if in_range is None:
+        return {"verdict": "unknown", "evidence": None, "source": SSH_SOURCE,
+                "text": "OpenSSH version not known (%s)" % (ver or "not reported")}
+    if not in_range:
+        return {"verdict": "not_affected", "evidence": "upstream version", "source": SSH_SOURCE,
+                "text": "%s outside the %s ranges (%s)" % (what, SSH_CVE, SSH_TEXT_RANGES)}
+    if pkg:
+        return {"verdict": "unverified", "evidence": "upstream version", "source": SSH_SOURCE,
+                "text": "%s is in the %s range (%s); the package may carry a backported fix: no fixed-version "
+                        "row for %s and %s; check the distro's advisory" % (
+                            what, SSH_CVE, SSH_TEXT_RANGES,
+                            "%s %s" % release if release else "an unknown release", note)}
+    return {"verdict": "affected", "evidence": "upstream version", "source": SSH_SOURCE,
+            "text": "%s is in the %s range (%s), not from a distro package" % (what, SSH_CVE, SSH_TEXT_RANGES)}
+
+
+def security(readiness, container=None, os_release=None):
+    """Security findings (affected, unverified or unknown) and the checks that passed.
+
+    ``os_release`` is the host's ``host.os`` fact ({id, version_id, ...}): it picks the distro row of a floor."""
     findings, passed, unknown = [], [], []
     ctk = _d(readiness.get("container_toolkit"))
     if readiness.get("dpkg_readable") is False:
@@ -476,11 +610,15 @@ def security(readiness, container=None):
     elif not ctk:
         passed.append("NVIDIA container toolkit not installed%s" % (" (inside a container)" if container else ""))
     else:
-        low = {p: v for p, v in ctk.items() if (version_key(v) or (0,)) < version_key(CTK_FLOOR)}
+        order = {p: deb_compare(v, CTK_FLOOR) for p, v in ctk.items()}
+        low = {p: ctk[p] for p, c in order.items() if c is not None and c < 0}
+        odd = sorted("%s %s" % (p, ctk[p]) for p, c in order.items() if c is None)
+        if odd:
+            unknown.append("container toolkit version not a Debian version: %s" % ", ".join(odd))
         if low:
             findings.append(_finding("ctk_below_floor", "critical", "affected", "NVIDIA container toolkit %s < %s" % (
                 ", ".join("%s %s" % kv for kv in sorted(low.items())), CTK_FLOOR), FIX["ctk"], CTK_SOURCE))
-        else:
+        elif not odd:
             passed.append("NVIDIA container toolkit >= %s" % CTK_FLOOR)
         if len({v for v in ctk.values()}) > 1:
             findings.append(_finding("ctk_versions_differ", "warning", "affected",
@@ -488,30 +626,15 @@ def security(readiness, container=None):
                                          "%s %s" % kv for kv in sorted(ctk.items())), FIX["ctk"],
                                      REFERENCE + " 4.2 (all four packages at one version)"))
     sshd = _d(readiness.get("sshd"))
-    ver = sshd.get("version")
-    vk = version_key(ver)
-    if vk is None:
+    ssh = regresshion(sshd, os_release)
+    if ssh["verdict"] in ("fixed", "not_affected"):
+        passed.append("%s [evidence: %s]" % (ssh["text"], ssh["evidence"]))
+    elif ssh["verdict"] == "unknown":
         unknown.append("OpenSSH version")
-    elif version_key(SSH_AFFECTED[0]) <= vk < version_key(SSH_AFFECTED[1]):
-        pkg = sshd.get("package_version")
-        fixed = None
-        for (_distro, _src), fixed_version in SSH_DISTRO_FIXED.items():
-            if pkg and fixed_version and version_key(pkg) and version_key(pkg) >= version_key(fixed_version):
-                fixed = fixed_version
-        if fixed:
-            passed.append("OpenSSH %s, package %s has the CVE-2024-6387 fix (>= %s)" % (ver, pkg, fixed))
-        elif pkg:
-            findings.append(_finding(
-                "openssh_regresshion", "warning", "unverified",
-                "OpenSSH %s is in the CVE-2024-6387 range; distro package %s may carry the backported fix, and "
-                "the reference names no fixed package version: check the distro's advisory" % (ver, pkg),
-                FIX["openssh"], SSH_SOURCE))
-        else:
-            findings.append(_finding("openssh_regresshion", "critical", "affected",
-                                     "OpenSSH %s is in the CVE-2024-6387 range (8.5p1 <= v < 9.8p1)" % ver,
-                                     FIX["openssh"], SSH_SOURCE))
     else:
-        passed.append("OpenSSH %s outside the CVE-2024-6387 range" % ver)
+        findings.append(_finding("openssh_regresshion", "critical" if ssh["verdict"] == "affected" else "warning",
+                                 ssh["verdict"], "%s [evidence: %s]" % (ssh["text"], ssh["evidence"]),
+                                 FIX["openssh"], ssh["source"], evidence=ssh["evidence"]))
     pkgs = _d(_d(readiness.get("venv")).get("packages"))
     js = pkgs.get("jupyter-server")
     if js:
@@ -623,7 +746,7 @@ def checklist(result):
         "multi_gpu": multi_gpu(torch, facts, host, count, link, cpu_host),
     }
     if readiness:
-        audit = security(readiness, host.get("container"))
+        audit = security(readiness, host.get("container"), host.get("os"))
         out.update(access=access(readiness, audit["findings"]), packages=packages(readiness),
                    monitoring=monitoring(readiness, cpu_host), security=security_item(audit))
     else:

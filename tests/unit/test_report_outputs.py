@@ -382,7 +382,8 @@ def test_checklist_in_fleet_json_validates(validator, checklist_summary):
     assert {f["code"] for f in h["checklist"]["security"]["findings"]} >= {"ctk_below_floor", "jupyter_public_plain"}
     unreachable = next(x for x in data["hosts"] if x["host"] == "gpu-unreach-05")
     assert {v["status"] for v in unreachable["checklist"].values()} == {"unknown"}
-    # the H100 fails (toolkit below its floor); the CPU host warns (password SSH, OpenSSH unverified)
+    # the H100 fails (toolkit below its floor); the CPU host warns (password SSH; its Debian 12 OpenSSH
+    # 1:9.2p1-2+deb12u10 has the CVE-2024-6387 fix, DSA-5724-1)
     assert data["totals"]["checklist"]["security"] == {"ok": 0, "warn": 1, "fail": 1, "unknown": len(data["hosts"]) - 2}
     assert h["gpus"][0]["features"].endswith("cu121 wheel: yes")
 
@@ -394,7 +395,7 @@ def test_checklist_in_markdown_html_and_csv(checklist_summary):
     assert "full fine-tuning (Adam, mixed precision): 16 bytes/param" in md  # the rule next to the answers
     assert "cu121 wheel: yes" in md
     page = report.to_html(checklist_summary)
-    assert "<h2>Renter's checklist</h2>" in page and "Security findings (8)" in page  # H100 6, CPU host 2
+    assert "<h2>Renter's checklist</h2>" in page and "Security findings (6)" in page  # H100 5, CPU host 1
     assert 'class="fail">fail: NVIDIA container toolkit' in page
     rows = list(csv.DictReader(io.StringIO(report.to_csv(checklist_summary))))
     h100 = [r for r in rows if r["host"] == "gpu-h100-01"]
