@@ -29,6 +29,10 @@ options:
     description:
       - Highest CUDA version the driver supports, for example C(ansible_facts.gpu.cuda_driver_version)
         from M(gpu_facts). Used to choose among toolkits when nothing is pinned.
+      - Empty, the module asks the driver itself, the way M(gpu_facts) and M(gpu_doctor) do (NVML, else
+        C(nvidia-smi -q -x)), so the doctor and the repair choose the same toolkit from the same evidence
+        whichever entry point runs them. C(driver_cuda_version_source) in the facts says where the
+        version came from (C(given), C(nvml), C(nvidia-smi)), null when no driver answered.
     type: str
   site_packages:
     description:
@@ -143,11 +147,25 @@ ansible_facts:
             nvjitlink, toolkit_root, shadowing) and shadowing (true when a CUDA dir outside pip's nvidia
             packages is on LD_LIBRARY_PATH).
           type: dict
+        path_stale:
+          description: >-
+            PATH entries of /etc/environment and the shell start-up files that name an installed toolkit other
+            than the chosen one (path, file, line, toolkit_root).
+          type: list
+          elements: dict
+        layout:
+          description: >-
+            Whether the layout already does what cuda_links would make it do, judged by effect (link_ok,
+            loader_ok, right; null without a chosen toolkit). A layout that is right is left as it is.
+          type: dict
         pinned_version:
           description: The pinned_version option.
           type: str
         driver_cuda_version:
-          description: The driver_cuda_version option.
+          description: The driver's CUDA version the choice was made with (given, or read from the driver).
+          type: str
+        driver_cuda_version_source:
+          description: C(given), C(nvml) or C(nvidia-smi); null when the version is unknown.
           type: str
         chosen:
           description: >-
@@ -170,9 +188,18 @@ ansible_facts:
 
 import os
 import site
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpufleet import cudatk
+from ansible.module_utils.gpufleet import facts as gpufacts
+
+try:
+    import pynvml
+except ImportError:  # facts fall back to nvidia-smi
+    pynvml = None
+
+NVIDIA_SMI_TIMEOUT = 20
 
 
 def _own_site_dirs():
@@ -196,6 +223,25 @@ def _command_runner(module):
     return run
 
 
+def _nvidia_smi(module, timeout=NVIDIA_SMI_TIMEOUT):
+    exe = module.get_bin_path("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        proc = subprocess.run([exe, "-q", "-x"], capture_output=True, timeout=timeout, check=False,
+                              env=dict(os.environ, LC_ALL="C"))
+    except subprocess.TimeoutExpired:
+        return 124, b"", b"nvidia-smi timed out"  # a GPU off the bus can hang it for minutes
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def driver_cuda_version(module):
+    """(version, source) from the driver, read as gpu_facts reads it; (None, None) when none answers."""
+    gpu = gpufacts.gpu_facts(pynvml, lambda: _nvidia_smi(module))
+    version = gpu.get("cuda_driver_version")
+    return (version, gpu.get("source")) if version else (None, None)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -212,15 +258,20 @@ def main():
     site_packages = p["site_packages"]
     if site_packages is None:
         site_packages = cudatk.default_site_packages(_own_site_dirs())
+    run = _command_runner(module)
+    driver_cuda, driver_source = p["driver_cuda_version"] or None, "given"
+    if not driver_cuda:
+        driver_cuda, driver_source = driver_cuda_version(module)
     facts = cudatk.collect(
         cudatk.HostFS(root),
         site_packages=site_packages,
-        run=_command_runner(module) if root == "/" else None,
+        run=run if root == "/" else None,
         run_ldconfig=p["run_ldconfig"],
         environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
         pinned=p["pinned_version"] or None,
-        driver_cuda=p["driver_cuda_version"] or None,
+        driver_cuda=driver_cuda,
     )
+    facts["driver_cuda_version_source"] = driver_source if driver_cuda else None
     module.exit_json(changed=False, ansible_facts={"cuda_toolkits": facts})
 
 

@@ -48,6 +48,8 @@ _METADATA_VERSION_RE = re.compile(r"^Version:\s*(\S+)\s*$", re.M)
 _LDCONFIG_P_RE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s*=>\s*(\S.*?)\s*$")
 _LDCONFIG_LINK_RE = re.compile(r"^\s*(\S+)\s+->\s+(\S+)\s*$")
 _LLP_ASSIGN_RE = re.compile(r"^\s*(?:export\s+|declare\s+-x\s+)?LD_LIBRARY_PATH=(.*)$")
+_PATH_ASSIGN_RE = re.compile(r"^\s*(?:export\s+|declare\s+-x\s+)?PATH=(.*)$")
+_PATH_APPEND_RE = re.compile(r"\$\{PATH:\+:?\$\{?PATH\}?\}")
 _INHERITED_RE = re.compile(r"^\$\{?LD_LIBRARY_PATH(?::[+-][^}]*)?\}?$")
 _APPEND_INHERITED_RE = re.compile(r"\$\{LD_LIBRARY_PATH:\+:?\$\{?LD_LIBRARY_PATH\}?\}")
 _CUDA_WORD_RE = re.compile(r"cuda", re.I)
@@ -312,12 +314,12 @@ def _unquote(value):
     return value.split()[0] if value.split() else ""
 
 
-def parse_ld_library_path_assignments(text):
+def parse_ld_library_path_assignments(text, assign_re=_LLP_ASSIGN_RE):
     """Lines assigning LD_LIBRARY_PATH (shell or pam_env syntax) -> [(line_number, value)]."""
     found = []
     for number, line in enumerate((text or "").splitlines(), 1):
         stripped = _strip_comment(line) if "#" in line else line.strip()
-        m = _LLP_ASSIGN_RE.match(stripped)
+        m = assign_re.match(stripped)
         if m:
             found.append((number, _unquote(m.group(1))))
     return found
@@ -658,6 +660,27 @@ def probe_ld_library_path(fs, toolkits, environ_value=None):
     return {"entries": entries, "shadowing": any(e["shadowing"] for e in entries)}
 
 
+def probe_path_settings(fs, toolkits, chosen):
+    """PATH entries of /etc/environment and the shell start-up files that name an installed toolkit other than
+    the chosen one (``/usr/local/cuda-11.8/bin`` while /usr/local/cuda is 12.4): ``nvcc`` and the other tools on
+    every login's PATH are then the wrong toolkit's. Entries through /usr/local/cuda follow the link: never stale."""
+    if not chosen:
+        return []
+    others = sorted({t["root"].rstrip("/") for t in toolkits if t["kind"] == "local"
+                     and t["root"] not in (chosen["root"], CUDA_LINK)})
+    out = []
+    if not others:
+        return out
+    for path in [ETC_ENVIRONMENT] + list(SHELL_FILES) + fs.glob(PROFILE_D_GLOB):
+        for number, value in parse_ld_library_path_assignments(fs.read_text(path), _PATH_ASSIGN_RE):
+            for raw in _PATH_APPEND_RE.sub(":$PATH", value).split(":"):
+                d = raw.strip().rstrip("/")
+                root = next((r for r in others if d == r or d.startswith(r + "/")), None)
+                if root:
+                    out.append({"path": raw.strip(), "file": path, "line": number, "toolkit_root": root})
+    return out
+
+
 # ---------------------------------------------------------------- decision
 
 def _prefer(tk):
@@ -716,7 +739,8 @@ def choose_target(toolkits, pinned=None, driver_cuda=None):
                        "forward compatibility, data-centre GPUs only: cuda-failures-and-compat.md section 3.2 "
                        "rule 3); taking the highest" % driver_cuda)
     else:
-        reasons.append("driver CUDA version not given; taking the highest installed toolkit")
+        reasons.append("the driver's CUDA version is unknown (no driver answered, none given); taking the highest "
+                       "installed toolkit")
     best = max(cands, key=_prefer)
     return _choice(best, "highest", reasons)
 
@@ -795,6 +819,28 @@ def find_problems(fs, toolkits, link, ldconfig, llp, chosen):
     return problems
 
 
+def layout_right(fs, chosen, link, ldconfig, problems):
+    """Whether the layout already does what cuda_links would make it do, judged by effect, not by spelling.
+
+    ``link_ok``: /usr/local/cuda resolves to the chosen toolkit (a link, an update-alternatives chain).
+    ``loader_ok``: the system loader's first libcudart of the chosen soname lies in the chosen toolkit and
+    ld.so.conf names one CUDA toolkit, in whatever file and spelling (NVIDIA's ``000_cuda.conf`` with
+    /usr/local/cuda/targets/x86_64-linux/lib, a ``cuda.conf`` with /usr/local/cuda/lib64, the versioned dir).
+    ``right``: both, and no LD_LIBRARY_PATH setting shadows pip's CUDA libraries. A layout that is right is
+    left as it is: no file of gpufleet's own is written, no other file renamed.
+    """
+    if not chosen:
+        return {"link_ok": None, "loader_ok": None, "right": None}
+    link_ok = bool(link.get("exists")) and link.get("resolved") == fs.realpath(chosen["root"])
+    codes = {p["code"] for p in problems}
+    soname = os.path.basename(chosen["libcudart"]) if chosen.get("libcudart") else None
+    first = [r for r in ldconfig["libcudart"] if r["soname"] == soname and r["first"]] if soname else []
+    loader_ok = ("ldconfig_cuda_entries_multiple" not in codes and "libcudart_unresolved" not in codes
+                 and (soname is None or (bool(first) and first[0]["toolkit_root"] == chosen["root"])))
+    return {"link_ok": link_ok, "loader_ok": loader_ok,
+            "right": link_ok and loader_ok and "ld_library_path_shadowing" not in codes}
+
+
 def _run(run, argv):
     try:
         res = run(argv)
@@ -833,7 +879,16 @@ def collect(fs, site_packages=(), run=None, run_ldconfig=True, environ_ld_librar
     except CudaTkError as exc:
         problems.append(_problem(exc.code, exc.message, "error", pinned=pinned))
     problems.extend(find_problems(fs, toolkits, link, ldconfig, llp, chosen))
+    path_stale = probe_path_settings(fs, toolkits, chosen)
+    if path_stale:
+        problems.append(_problem(
+            "path_names_other_toolkit", "PATH names another toolkit than /usr/local/cuda's (%s): nvcc and the CUDA "
+            "tools of every login are CUDA %s's" % (", ".join("%s in %s" % (e["path"], e["file"]) for e in path_stale),
+                                                    path_stale[0]["toolkit_root"].rsplit("-", 1)[-1]),
+            "warning", entries=path_stale))
     return {
+        "path_stale": path_stale,
+        "layout": layout_right(fs, chosen, link, ldconfig, problems),
         "schema": SCHEMA, "root": fs.root, "toolkits": toolkits, "cuda_symlink": link,
         "alternatives": alternatives, "ldconfig": ldconfig, "ld_library_path": llp,
         "pinned_version": pinned, "driver_cuda_version": driver_cuda, "chosen": chosen,

@@ -2,13 +2,16 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gpufleet import cudatk
 
-from tests.unit.test_cudatk import pip_runtime, two_toolkits_wrong_link, write
+from tests import fakenvml
+from tests.unit.test_cudatk import link, local_toolkit, pip_runtime, two_toolkits_wrong_link, write
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -90,3 +93,56 @@ def test_ansible_doc_renders():
     assert proc.returncode == 0, proc.stderr
     for word in ("pinned_version", "driver_cuda_version", "site_packages", "run_ldconfig", "cuda_link_wrong_target"):
         assert word in proc.stdout
+
+
+def _driver_cuda_12_0_profile(tmp_path):
+    """The bundled H200 profile with a driver that supports CUDA 12.0 (a 525-series driver)."""
+    data = fakenvml.load_profile("h200-1x")
+    data.update(driver_version="525.147.05", cuda_driver_version=12000)
+    path = tmp_path / "driver-cuda-12.0.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="the fake NVML library needs a C compiler")
+def test_module_and_doctor_choose_the_same_toolkit_from_the_driver(tmp_path):
+    """Issue 17 item 2: driver CUDA 12.0, toolkits 11.8 and 12.1, /usr/local/cuda dangling. The doctor asks
+    for 11.8; the module, told nothing (as remediate.yml's cuda_links include is), reads the driver the way
+    the doctor does and picks 11.8 too, instead of "not given; taking the highest" (12.1)."""
+    host = tmp_path / "host"
+    local_toolkit(host, "11.8", "11.8.0", "11.8.89")
+    local_toolkit(host, "12.1", "12.1.1", "12.1.105")
+    link(host, "/usr/local/cuda", "/usr/local/cuda-12.6")  # dangling: a removed toolkit
+    libdir = tmp_path / "fakenvml"
+    fakenvml.build(libdir)
+    profile = _driver_cuda_12_0_profile(tmp_path)
+    env = fakenvml.env_for(profile, libdir, base={})
+    old = {k: os.environ.get(k) for k in env}
+    os.environ[fakenvml.PROFILE_ENV] = env[fakenvml.PROFILE_ENV]
+    try:
+        result = run_module(tmp_path, "root=%s run_ldconfig=false" % host, ld_library_path=env["LD_LIBRARY_PATH"])
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    got = result["ansible_facts"]["cuda_toolkits"]
+    assert (got["driver_cuda_version"], got["driver_cuda_version_source"]) == ("12.0", "nvml")
+    assert got["chosen"]["root"] == "/usr/local/cuda-11.8" and got["chosen"]["rule"] == "driver_compatible"
+    # The doctor's side, as library/gpu_doctor.py runs it: gpu_facts under the same driver, its CUDA version
+    # into cudatk.collect (in a subprocess: pynvml keeps the library it loaded for the life of a process).
+    probe = ("import json, pynvml; from gpufleet import facts; "
+             "print(json.dumps(facts.gpu_facts(pynvml, lambda: None)['cuda_driver_version']))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT / "module_utils")})
+    driver_cuda = json.loads(proc.stdout)
+    assert driver_cuda == "12.0"
+    doctor_side = cudatk.collect(cudatk.HostFS(str(host)), run_ldconfig=False, driver_cuda=driver_cuda)
+    assert doctor_side["chosen"]["root"] == got["chosen"]["root"]
+
+
+def test_module_without_a_driver_says_the_version_is_unknown(tmp_path):
+    host = tmp_path / "host"
+    two_toolkits_wrong_link(host)
+    result = run_module(tmp_path, "root=%s run_ldconfig=false" % host, ld_library_path="")
+    got = result["ansible_facts"]["cuda_toolkits"]
+    assert got["driver_cuda_version"] is None and got["driver_cuda_version_source"] is None
+    assert got["chosen"]["rule"] == "highest" and "unknown" in got["chosen"]["reasons"][0]

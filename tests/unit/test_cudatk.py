@@ -563,3 +563,64 @@ def test_ld_so_conf_d_two_toolkits_of_one_major_clash(tmp_path):
     assert multi["same_major"] == ["/usr/local/cuda-12.1", "/usr/local/cuda-12.4"]
     # the scan sees 12.1 first: that is the libcudart.so.12 programs get
     assert facts["ldconfig"]["cache"]["libcudart"]["libcudart.so.12"][0] == "/usr/local/cuda-12.1/lib64/libcudart.so.12"
+
+
+# ---------------------------------------------------------------- is the layout already right (issue 17 item 3)
+
+def tidy_host(root, conf_name, entry):
+    """One toolkit (12.4), /usr/local/cuda right, one ld.so.conf.d file naming it, no LD_LIBRARY_PATH."""
+    local_toolkit(root, "12.4", "12.4.1", "12.4.127")
+    link(root, "/usr/local/cuda", "/usr/local/cuda-12.4")
+    write(root, "/etc/ld.so.conf.d/" + conf_name, entry + "\n")
+
+
+@pytest.mark.parametrize("conf_name,entry", [
+    ("000_cuda.conf", "/usr/local/cuda/targets/x86_64-linux/lib"),  # NVIDIA's cuda-toolkit-config-common
+    ("cuda.conf", "/usr/local/cuda/lib64"),  # the usual hand-made one
+    ("cuda-12-4.conf", "/usr/local/cuda-12.4/targets/x86_64-linux/lib"),  # versioned, as cuda_links writes it
+])
+def test_a_tidy_layout_is_right_whatever_the_spelling(tmp_path, conf_name, entry):
+    tidy_host(tmp_path, conf_name, entry)
+    facts = collect(tmp_path, driver_cuda="12.4")
+    assert facts["problems"] == []
+    assert facts["layout"] == {"link_ok": True, "loader_ok": True, "right": True}
+
+
+def test_layout_is_not_right_when_the_loader_finds_another_toolkit_first(tmp_path):
+    tidy_host(tmp_path, "cuda.conf", "/usr/local/cuda/lib64")
+    local_toolkit(tmp_path, "12.1", "12.1.1", "12.1.105")
+    write(tmp_path, "/etc/ld.so.conf.d/000-old.conf", "/usr/local/cuda-12.1/lib64\n")  # same soname, read first
+    facts = collect(tmp_path, driver_cuda="12.4")
+    assert facts["layout"]["link_ok"] is True and facts["layout"]["loader_ok"] is False
+    assert "ldconfig_cuda_entries_multiple" in codes(facts)
+
+
+def test_layout_with_a_wrong_link_or_shadowing_is_not_right(tmp_path):
+    two_toolkits_wrong_link(tmp_path)
+    facts = collect(tmp_path, driver_cuda="12.4")
+    assert facts["layout"]["link_ok"] is False and facts["layout"]["right"] is False
+    tidy = tmp_path / "tidy"
+    tidy_host(tidy, "cuda.conf", "/usr/local/cuda/lib64")
+    pip_runtime(tidy, "/venv", "12.4.127")  # pip's CUDA libraries, which the toolkit dir then shadows
+    facts = collect(tidy, driver_cuda="12.4", environ_ld_library_path="/usr/local/cuda/lib64", site_packages=["/venv"])
+    assert codes(facts) == ["ld_library_path_shadowing"]
+    assert facts["layout"] == {"link_ok": True, "loader_ok": True, "right": False}
+
+
+def test_no_toolkit_no_verdict(tmp_path):
+    write(tmp_path, "/etc/ld.so.conf.d/libc.conf", "/usr/local/lib\n")
+    assert collect(tmp_path)["layout"] == {"link_ok": None, "loader_ok": None, "right": None}
+
+
+def test_path_naming_the_old_toolkit_is_found_and_the_link_is_not(tmp_path):
+    """NVIDIA's install-guide lines for 11.8 in profile.d while /usr/local/cuda is 12.4: nvcc is 11.8's."""
+    two_toolkits_wrong_link(tmp_path)
+    write(tmp_path, "/etc/profile.d/cuda.sh", "export PATH=/usr/local/cuda-11.8/bin${PATH:+:${PATH}}\n")
+    write(tmp_path, "/etc/environment", 'PATH="/usr/local/cuda/bin:/usr/bin:/bin"\n')
+    facts = collect(tmp_path, driver_cuda="12.4")
+    assert facts["path_stale"] == [{"path": "/usr/local/cuda-11.8/bin", "file": "/etc/profile.d/cuda.sh", "line": 1,
+                                    "toolkit_root": "/usr/local/cuda-11.8"}]
+    p = next(p for p in facts["problems"] if p["code"] == "path_names_other_toolkit")
+    assert p["severity"] == "warning" and "CUDA 11.8's" in p["message"]
+    write(tmp_path, "/etc/profile.d/cuda.sh", "export PATH=/usr/local/cuda-12.4/bin:$PATH\n")  # the chosen one
+    assert collect(tmp_path, driver_cuda="12.4")["path_stale"] == []
