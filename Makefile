@@ -16,7 +16,8 @@ LONGEST_FIRST := ssh_hardening doctor cuda_links jupyter supervisord gpu_monitor
 SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
 # Suites run side by side in this many lanes (make -j; TEST_JOBS=1: one by one), each through
 # scripts/suite, which prints a suite's output whole when it ends. The suites share nothing on the
-# machine (own containers, SSH ports, work folders). Set-up (images, wheels) runs once, before them.
+# machine (own containers, SSH ports, work folders). Set-up (images, wheels) runs once, before them. A failed
+# suite does not stop the others (make -k): one run names every failure.
 TEST_JOBS ?= 2
 LANES := $(addprefix molecule-,$(wordlist 1,2,$(SCENARIOS))) fleet-tests e2e \
          $(addprefix molecule-,$(wordlist 3,99,$(SCENARIOS))) lint unit syntax
@@ -87,7 +88,7 @@ e2e: demo
 
 test: images wheelhouse wheelhouse-torch-cuda
 	@rm -f .cache/suites/times; start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-,$(LANES)); rc=$$?; \
+	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-,$(LANES)); rc=$$?; \
 	echo "== suite times ($(TEST_JOBS) lanes)"; cat .cache/suites/times 2>/dev/null; \
 	if [ $$rc = 0 ]; then echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"; \
 	else echo "make test: FAILED after $$(( $$(date +%s) - start )) s (the suites marked FAILED above)"; exit $$rc; fi
