@@ -199,6 +199,9 @@ def test_jupyter_through_an_ssh_tunnel_with_a_real_client(expected_hosts):
         # The cell prints sys.executable and torch's version: the venv's Python, with torch (torch's own
         # warnings, such as the missing NumPy of the CPU build, come on the same stream before it).
         assert re.search(r"(?m)^/opt/gpufleet/venv/bin/python3?\s+\d+\.\d+", ran["output"]), ran["output"]
+        # The kernel runs as the service user with its own environment, none of the provisioning SSH session's
+        # (site.yml reached this host over SSH as root; supervisord started from a clean environment).
+        assert re.search(r"(?m)^kernel-user=gpufleet logname=gpufleet ssh-vars=none$", ran["output"]), ran["output"]
         assert ran.get("kernel_stop") == 204
     finally:
         tunnel.terminate()

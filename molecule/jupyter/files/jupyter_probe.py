@@ -18,8 +18,12 @@ from urllib.parse import urlparse
 import requests
 import websocket
 
-CODE = ("import sys\ntry:\n    import torch; t = torch.__version__\n"
-        "except ImportError as e:\n    t = 'no torch: %s' % e\nprint(sys.executable, t)")
+# The kernel's own view: its interpreter and torch, then who it runs as and whether anything of the
+# provisioning SSH session leaked into its environment (a kernel must see the service user's, nothing else).
+CODE = ("import getpass, os, sys\ntry:\n    import torch; t = torch.__version__\n"
+        "except ImportError as e:\n    t = 'no torch: %s' % e\nprint(sys.executable, t)\n"
+        "print('kernel-user=%s logname=%s ssh-vars=%s' % (getpass.getuser(), os.environ.get('LOGNAME'),\n"
+        "      ','.join(sorted(k for k in os.environ if k.startswith('SSH_'))) or 'none'))")
 
 
 def login(base, verify, password):
