@@ -9,4 +9,4 @@
 # download.pytorch.org (the +cu121 wheels) is not reachable from this project's machines or CI.
 [ "${GPUFLEET_TORCH_CUDA:-0}" = 1 ] || return 0
 fetch torch-cu130 yes torch==2.14.1
-fetch torch-cu130 no "$(controller_pin nvidia-ml-py)"
+fetch torch-cu130 no "$(controller_pin nvidia-ml-py)" "numpy==$(pin torch torch_numpy_version)"
