@@ -50,8 +50,9 @@ PY_SCRIPTS := scripts/fleet-report scripts/role-docs scripts/gpu-smoke roles/sup
               $(wildcard scripts/bench-*)
 
 lint: bootstrap
-	$(BIN)/ruff check library module_utils callback_plugins scripts tests roles $(PY_SCRIPTS)
+	$(BIN)/ruff check library module_utils callback_plugins inventory_plugins doc_fragments scripts tests roles $(PY_SCRIPTS)
 	@for m in library/*.py; do $(BIN)/ansible-doc -M library "$$(basename $$m .py)" >/dev/null || exit 1; done
+	@for p in inventory_plugins/*.py; do $(BIN)/ansible-doc -t inventory -M inventory_plugins "$$(basename $$p .py)" >/dev/null || exit 1; done
 	$(BIN)/python scripts/role-docs --check
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint
