@@ -676,7 +676,8 @@ def _remediation_cells(rem):
                       if isinstance(x, dict))
     provider = ", ".join(_text(x.get("code")) for x in _l(rem.get("needs_provider")) if isinstance(x, dict))
     reboot = ", ".join(_text(x.get("code")) for x in _l(rem.get("needs_reboot")) if isinstance(x, dict))
-    planned = ", ".join(_text(x.get("code")) for x in _l(rem.get("planned")) if isinstance(x, dict))
+    planned = ", ".join(_text(x.get("code")) + (" (would %s)" % _text(x["would"]) if x.get("would") else "")
+                        for x in _l(rem.get("planned")) if isinstance(x, dict))
     return [rem.get("state"), ", ".join(_text(c) for c in _l(rem.get("fixed"))), still, provider, reboot, planned]
 
 

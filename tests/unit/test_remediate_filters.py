@@ -131,3 +131,15 @@ def test_a_per_user_setting_left_alone_is_named_with_what_to_do():
         {"path": "/usr/local/cuda-11.8/lib64", "source": "/etc/profile.d/cuda.sh", "shadowing": True}]
     d = dx(before)
     assert rf.remediate_record(d, d, plan)["still_broken"][0]["why"] == "the fix ran but the doctor still finds it"
+
+
+def test_the_check_plan_names_the_torch_build_it_would_install():
+    from test_doctor import ev_cpu
+    before = dx(ev_cpu())
+    plan = rf.remediate_plan(before)
+    assert "torch" in plan["groups"], plan
+    rec = rf.remediate_record(before, None, plan, {}, check_mode=True,
+                              planned_details={"torch": "install torch==2.5.1+cu121 from https://download.pytorch.org/whl/cu121"})
+    torch_items = [p for p in rec["planned"] if p["code"] == "cpu_only_wheel"]
+    assert torch_items and torch_items[0]["would"] == "install torch==2.5.1+cu121 from https://download.pytorch.org/whl/cu121"
+    assert all("would" not in p for p in rec["planned"] if p["code"] != "cpu_only_wheel")

@@ -98,14 +98,20 @@ def still_there_why(finding):
     return "the fix ran but the doctor still finds it"
 
 
-def remediate_record(before, after, plan, failures=None, check_mode=False):
-    """Outcome per host: state plus fixed / still_broken (with why) / needs_provider / needs_reboot / planned."""
+def remediate_record(before, after, plan, failures=None, check_mode=False, planned_details=None):
+    """Outcome per host: state plus fixed / still_broken (with why) / needs_provider / needs_reboot / planned.
+
+    ``planned_details`` (group -> text) says what a fix group would do on this host, for the --check plan: for
+    torch, the build the torch role picked ("torch==2.5.1+cu121 from https://download.pytorch.org/whl/cu121")."""
     failures = failures or {}
+    planned_details = planned_details or {}
     was, now = _by_code(before), _by_code(after if after is not None else before)
     record = {"state": None, "acted": bool(plan.get("act")) and not check_mode, "fixed": [], "still_broken": [],
               "needs_provider": [], "needs_reboot": [], "planned": [], "not_automated": list(plan.get("manual", ()))}
     if check_mode and plan.get("act"):
-        record["planned"] = [{"code": i["code"], "how": i["how"]} for i in plan["items"]]
+        record["planned"] = [dict({"code": i["code"], "how": i["how"]},
+                                  **({"would": planned_details[i["group"]]} if planned_details.get(i["group"]) else {}))
+                             for i in plan["items"]]
     for item in plan.get("items", ()) if record["acted"] else ():
         code = item["code"]
         if code not in now:
