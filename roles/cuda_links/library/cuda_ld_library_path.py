@@ -1,14 +1,16 @@
 #!/usr/bin/python
-"""Ansible module cuda_ld_library_path: remove given directories from LD_LIBRARY_PATH assignments in one file."""
+"""Ansible module cuda_ld_library_path: remove given directories from LD_LIBRARY_PATH / PATH assignments in a file."""
 
 DOCUMENTATION = r"""
 ---
 module: cuda_ld_library_path
-short_description: Remove directories from the LD_LIBRARY_PATH assignments of one shell or pam_env file
+short_description: Remove directories from the LD_LIBRARY_PATH or PATH assignments of one shell or pam_env file
 description:
-  - Rewrites every line of I(path) that assigns C(LD_LIBRARY_PATH) (C(LD_LIBRARY_PATH=...),
+  - Rewrites every line of I(path) that assigns I(variable) (C(LD_LIBRARY_PATH=...),
     C(export LD_LIBRARY_PATH=...), C(declare -x LD_LIBRARY_PATH=...)) without the directories in I(remove).
     Other entries, the inherited C($LD_LIBRARY_PATH) and C(${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}) are kept.
+  - With I(substitute), the first removed entry of a line is replaced by that directory (unless the line
+    already names it), so C(PATH=/usr/local/cuda-11.8/bin:$PATH) becomes C(PATH=/usr/local/cuda/bin:$PATH).
   - A line left assigning nothing but the inherited value is disabled - commented out in pam_env files
     (C(/etc/environment)), replaced by the no-op C(:) and a comment in shell files so that an C(if) body
     stays valid. Shell files are checked with C(sh -n) before they replace the old one.
@@ -26,6 +28,14 @@ options:
     type: list
     elements: str
     required: true
+  variable:
+    description: The variable whose assignments are edited.
+    type: str
+    choices: [LD_LIBRARY_PATH, PATH]
+    default: LD_LIBRARY_PATH
+  substitute:
+    description: Directory put where the first removed entry of a line was (see above).
+    type: str
   syntax:
     description: C(pam_env) for /etc/environment, C(shell) for profile scripts; C(auto) decides from I(path).
     type: str
@@ -40,6 +50,13 @@ EXAMPLES = r"""
   cuda_ld_library_path:
     path: /etc/profile.d/cuda.sh
     remove: [/usr/local/cuda-11.8/lib64]
+
+- name: Let nvcc on PATH follow /usr/local/cuda instead of CUDA 11.8
+  cuda_ld_library_path:
+    path: /etc/profile.d/cuda.sh
+    variable: PATH
+    remove: [/usr/local/cuda-11.8/bin]
+    substitute: /usr/local/cuda/bin
 """
 
 RETURN = r"""
@@ -63,16 +80,32 @@ import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-ASSIGN_RE = re.compile(r"^(\s*)((?:export\s+|declare\s+-x\s+)?LD_LIBRARY_PATH=)(.*?)(\s*(?:[;#].*)?)$")
-APPEND_RE = re.compile(r"\$\{LD_LIBRARY_PATH:\+:?\$\{?LD_LIBRARY_PATH\}?\}")
-INHERITED_RE = re.compile(r"^\$\{?LD_LIBRARY_PATH(?::[+-][^}]*)?\}?$")
-MARK = "disabled by gpufleet cuda_links: system CUDA on a global LD_LIBRARY_PATH shadows pip's CUDA libraries"
+MARKS = {
+    "LD_LIBRARY_PATH": "disabled by gpufleet cuda_links: system CUDA on a global LD_LIBRARY_PATH shadows pip's CUDA "
+                       "libraries",
+    "PATH": "disabled by gpufleet cuda_links: it put another CUDA toolkit's bin on PATH",
+}
+_PATTERNS = {}
 
 
-def _split(value):
+def patterns(variable):
+    """(assignment, inherited-append, inherited) regexes for ``variable``."""
+    if variable not in _PATTERNS:
+        v = re.escape(variable)
+        _PATTERNS[variable] = (
+            re.compile(r"^(\s*)((?:export\s+|declare\s+-x\s+)?%s=)(.*?)(\s*(?:[;#].*)?)$" % v),
+            re.compile(r"\$\{%s:\+:?\$\{?%s\}?\}" % (v, v)),
+            re.compile(r"^\$\{?%s(?::[+-][^}]*)?\}?$" % v))
+    return _PATTERNS[variable]
+
+
+APPEND_RE = patterns("LD_LIBRARY_PATH")[1]
+
+
+def _split(value, append_re=APPEND_RE):
     """'A:B${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}' -> [('dir', 'A'), ('dir', 'B'), ('append', '${...}')]."""
     tokens, pos = [], 0
-    for m in APPEND_RE.finditer(value):
+    for m in append_re.finditer(value):
         tokens.extend(("dir", t) for t in value[pos:m.start()].split(":") if t)
         tokens.append(("append", m.group(0)))
         pos = m.end()
@@ -90,33 +123,42 @@ def _join(tokens):
     return out
 
 
-def rewrite_line(line, remove, syntax):
+def rewrite_line(line, remove, syntax, variable="LD_LIBRARY_PATH", substitute=None):
     """(new line, removed dirs, disabled) for one line; the line unchanged when it assigns no removed dir."""
-    m = ASSIGN_RE.match(line)
+    assign_re, append_re, inherited_re = patterns(variable)
+    m = assign_re.match(line)
     if not m or line.lstrip().startswith("#"):
         return line, [], False
     indent, lhs, raw, tail = m.groups()
     quote = raw[0] if raw[:1] in ("'", '"') and raw[-1:] == raw[:1] and len(raw) >= 2 else ""
     value = raw[1:-1] if quote else raw
     wanted = {r.rstrip("/") or "/" for r in remove}
-    tokens = _split(value)
-    kept = [t for t in tokens if t[0] == "append" or (t[1].rstrip("/") or "/") not in wanted]
-    removed = [t[1] for t in tokens if t not in kept]
-    if not removed:
+    tokens = _split(value, append_re)
+    gone = [t for t in tokens if t[0] == "dir" and (t[1].rstrip("/") or "/") in wanted]
+    if not gone:
         return line, [], False
-    if all(k == "append" or INHERITED_RE.match(t) for k, t in kept):
+    have = {t[1].rstrip("/") for t in tokens if t[0] == "dir"}
+    kept = []
+    for t in tokens:
+        if t is gone[0] and substitute and substitute.rstrip("/") not in have:
+            kept.append(("dir", substitute))
+        elif t not in gone:
+            kept.append(t)
+    removed = [t[1] for t in gone]
+    if all(k == "append" or inherited_re.match(t) for k, t in kept):
+        mark = MARKS[variable]
         if syntax == "pam_env":
-            return "# %s  # %s" % (line.strip(), MARK), removed, True
-        return "%s: # %s; was: %s" % (indent, MARK, line.strip()), removed, True
+            return "# %s  # %s" % (line.strip(), mark), removed, True
+        return "%s: # %s; was: %s" % (indent, mark, line.strip()), removed, True
     kept_value = _join(kept)
     return "%s%s%s%s%s%s" % (indent, lhs, quote, kept_value, quote, tail), removed, False
 
 
-def rewrite(text, remove, syntax):
+def rewrite(text, remove, syntax, variable="LD_LIBRARY_PATH", substitute=None):
     lines = text.split("\n")
     removed, disabled = [], []
     for i, line in enumerate(lines):
-        new, gone, off = rewrite_line(line, remove, syntax)
+        new, gone, off = rewrite_line(line, remove, syntax, variable, substitute)
         lines[i] = new
         removed.extend({"line": i + 1, "path": p} for p in gone)
         if off:
@@ -129,6 +171,8 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             remove=dict(type="list", elements="str", required=True),
+            variable=dict(type="str", choices=sorted(MARKS), default="LD_LIBRARY_PATH"),
+            substitute=dict(type="str"),
             syntax=dict(type="str", choices=["auto", "shell", "pam_env"], default="auto"),
         ),
         supports_check_mode=True,
@@ -141,7 +185,8 @@ def main():
         module.exit_json(changed=False, removed=[], disabled_lines=[], msg="%s does not exist" % path)
     with open(path, "rb") as fh:
         before = fh.read().decode("utf-8", "surrogateescape")
-    after, removed, disabled = rewrite(before, module.params["remove"], syntax)
+    after, removed, disabled = rewrite(before, module.params["remove"], syntax, module.params["variable"],
+                                       module.params["substitute"])
     changed = after != before
     result = dict(changed=changed, removed=removed, disabled_lines=disabled)
     if module._diff:
