@@ -102,7 +102,7 @@ ROLE_CASES = [
     # ssh_hardening
     ("ssh_hardening", {"ssh_hardening_port": 0}, "ssh_hardening_port must be 1-65535"),
     ("ssh_hardening", {"ssh_hardening_max_auth_tries": 1}, "max_auth_tries 2-10"),
-    ("ssh_hardening", {"ssh_hardening_ciphers": ["chacha20-poly1305@openssh.com"]}, "Terrapin"),
+    ("ssh_hardening", {"ssh_hardening_ciphers": ["aes256-cbc"]}, "refused as weak"),
     ("ssh_hardening", {"ssh_hardening_macs": ["hmac-md5"]}, "refused as weak"),
     ("ssh_hardening", {"ssh_hardening_extra_config": {"PasswordAuthentication": "yes"}},
      "keys must be plain sshd keywords other than the ones the role sets itself"),

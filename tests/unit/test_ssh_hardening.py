@@ -1,6 +1,7 @@
-"""ssh_hardening: the crypto defaults follow the Terrapin statement in the reference, every default
-name is one OpenSSH knows, the defaults leave a usable list on both Debian releases (recorded
-`ssh -Q` output), and the on-host rollback script restores the config unless it is cancelled."""
+"""ssh_hardening: every default algorithm is one OpenSSH knows and none is refused, the defaults leave a usable
+list on both Debian releases (recorded `ssh -Q` output), what they offer there passes ssh-audit's algorithm
+database and its built-in Debian policies except for the deviations argued in the README (vars/ssh_audit.yml), and
+the on-host rollback script restores the config unless it is cancelled."""
 import os
 import re
 import subprocess
@@ -9,11 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ssh_audit import globals as ssh_audit_globals
+from ssh_audit.builtin_policies import BUILTIN_POLICIES
+from ssh_audit.ssh2_kexdb import SSH2_KexDB
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "ssh_hardening"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 ROLLBACK = ROLE / "files" / "gpufleet-ssh-rollback"
+AUDIT = yaml.safe_load((ROLE / "vars" / "ssh_audit.yml").read_text())["__ssh_hardening_audit"]
+REQUIREMENTS = (ROLE.parents[1] / "requirements.txt").read_text()
 LISTS = {"kex": "ssh_hardening_kex_algorithms", "cipher": "ssh_hardening_ciphers", "mac": "ssh_hardening_macs"}
 
 
@@ -49,15 +55,27 @@ def test_defaults_are_known_and_not_refused(kind):
     assert not [n for n in names if re.search(VARS["__ssh_hardening_refused_pattern"][kind], n)]
 
 
-def test_terrapin_affected_algorithms_are_refused():
-    # security-reliability.md 1.4: Terrapin affects chacha20-poly1305 and *-etm MACs when the peer lacks strict-kex.
+def test_weak_and_group_exchange_algorithms_are_refused():
     refused = VARS["__ssh_hardening_refused_pattern"]
-    assert re.search(refused["cipher"], "chacha20-poly1305@openssh.com")
-    assert re.search(refused["cipher"], "aes256-cbc")
-    for mac in VARS["__ssh_hardening_known"]["mac"]:
-        if "-etm@" in mac:
-            assert re.search(refused["mac"], mac), mac
+    for cipher in ("aes256-cbc", "aes128-cbc", "3des-cbc"):
+        assert re.search(refused["cipher"], cipher), cipher
+    for mac in ("hmac-sha1", "hmac-sha1-etm@openssh.com", "hmac-md5", "umac-64-etm@openssh.com"):
+        assert re.search(refused["mac"], mac), mac
+    # Group exchange: DHEat amplifier, needs /etc/ssh/moduli edited (Debian ships 2048-bit groups), not post-quantum.
+    for kex in ("diffie-hellman-group-exchange-sha256", "diffie-hellman-group14-sha256", "ecdh-sha2-nistp256"):
+        assert re.search(refused["kex"], kex), kex
     assert not re.search(refused["cipher"], "aes256-gcm@openssh.com")
+
+
+def test_terrapin_affected_algorithms_are_the_ones_gated_on_strict_kex():
+    # CVE-2023-48795 (Terrapin): chacha20-poly1305, and *-etm MACs together with CBC, are attackable when a peer lacks
+    # strict KEX; with kex-strict-s-v00@openssh.com on both sides they are not. CBC is refused outright, so only
+    # chacha20-poly1305 and the etm MACs are gated on the strict-KEX probe in configure.yml.
+    terrapin = VARS["__ssh_hardening_terrapin_pattern"]
+    assert re.search(terrapin["cipher"], "chacha20-poly1305@openssh.com")
+    for mac in VARS["__ssh_hardening_known"]["mac"]:
+        assert bool(re.search(terrapin["mac"], mac)) == mac.endswith("-etm@openssh.com"), mac
+    assert not re.search(terrapin["cipher"], "aes256-gcm@openssh.com")
 
 
 @pytest.mark.parametrize("release", sorted(SUPPORTED))
@@ -75,6 +93,59 @@ def test_argument_spec_lists_match_defaults():
     assert spec["ssh_hardening_permit_root_login"]["choices"] == ["auto", "no", "prohibit-password"]
     for var in LISTS.values():
         assert spec[var]["default"] == DEFAULTS[var]
+
+
+# What the hardened sshd offers on each release with the defaults: the wanted names this OpenSSH has, in order, plus
+# the pseudo-algorithms sshd appends (strict KEX on both, measured; ext-info-s from OpenSSH 9.6).
+def offered(release):
+    kex = [n for n in DEFAULTS["ssh_hardening_kex_algorithms"] if n in SUPPORTED[release]["kex"]]
+    kex += ["kex-strict-s-v00@openssh.com"] if release == "debian12" else ["ext-info-s", "kex-strict-s-v00@openssh.com"]
+    return {
+        "Key exchanges": kex,
+        "Ciphers": [n for n in DEFAULTS["ssh_hardening_ciphers"] if n in SUPPORTED[release]["cipher"]],
+        "MACs": [n for n in DEFAULTS["ssh_hardening_macs"] if n in SUPPORTED[release]["mac"]],
+        "Host keys": VARS["__ssh_hardening_host_key_algorithms"],
+    }
+
+
+POLICY_KEYS = {"Key exchanges": "kex", "Ciphers": "ciphers", "MACs": "macs", "Host keys": "host_keys"}
+
+
+@pytest.mark.parametrize("release", sorted(SUPPORTED))
+def test_offer_has_no_fail_or_warn_in_ssh_audits_database(release):
+    db = SSH2_KexDB.MASTER_DB
+    categories = {"Key exchanges": "kex", "Ciphers": "enc", "MACs": "mac", "Host keys": "key"}
+    findings = []
+    for field, names in offered(release).items():
+        for name in names:
+            entry = db[categories[field]][name]
+            fails, warns = (entry[1] if len(entry) > 1 else []), (entry[2] if len(entry) > 2 else [])
+            findings += ["%s: %s" % (name, note) for note in fails + warns]
+    assert findings == AUDIT["findings"]
+
+
+@pytest.mark.parametrize("release", sorted(SUPPORTED))
+def test_offer_meets_ssh_audits_debian_policy_but_for_the_argued_deviations(release):
+    policy = BUILTIN_POLICIES[AUDIT["policies"][release.replace("debian", "")]]
+    argued = {d["field"]: d["kind"] for d in AUDIT["policy_deviations"][release.replace("debian", "")]}
+    mismatched = {}
+    for field, mine in offered(release).items():
+        wanted = policy[POLICY_KEYS[field]]
+        if field == "Host keys" and policy.get("allow_hostkey_subset_and_reordering"):
+            if not set(mine) <= set(wanted):
+                mismatched[field] = "other"
+        elif mine != wanted:
+            mismatched[field] = "reorder" if sorted(mine) == sorted(wanted) else (
+                "subset" if set(mine) <= set(wanted) else "other")
+    assert mismatched == argued
+    assert policy["hostkey_sizes"]["rsa-sha2-512"]["hostkey_size"] == VARS["__ssh_hardening_rsa_bits"]
+
+
+def test_ssh_audit_pin_is_the_one_installed_and_required():
+    assert ssh_audit_globals.VERSION.lstrip("v") == AUDIT["version"]
+    assert "\nssh-audit==%s\n" % AUDIT["version"] in REQUIREMENTS
+    for name in AUDIT["policies"].values():
+        assert name in BUILTIN_POLICIES, name
 
 
 def _start(tmp_path, seconds):
