@@ -83,9 +83,9 @@ def test_the_pinned_ssh_audit_runs():
 
 
 def test_standard_audit_finds_no_fail_no_warn_no_cve(audits):
-    accepted_notes = [re.escape(n) for n in AUDIT["notes"]]
     problems = []
     for name, audit in sorted(audits.items()):
+        accepted_notes = [re.escape(n) for n in AUDIT["notes"] + AUDIT["release_notes"].get(audit["release"], [])]
         report = audit["report"]
         if not report.get("kex") or not report.get("key"):
             problems.append("%s: the audit saw no key exchange or host key: %s" % (name, report))
