@@ -54,8 +54,11 @@ def run_code(base, session, verify):
         "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
         "content": {"code": CODE, "silent": False, "store_history": False, "user_expressions": {},
                     "allow_stdin": False, "stop_on_error": True}}))
-    output, deadline = [], time.time() + 120
-    while time.time() < deadline:
+    # The reply comes on the shell channel, the output on iopub: the two are not ordered, so under load a stream
+    # message can arrive after execute_reply. Done is execute_reply AND iopub's status 'idle' for this request (what
+    # jupyter_client's execute_interactive waits for).
+    output, deadline, replied, idle = [], time.time() + 120, False, False
+    while time.time() < deadline and not (replied and idle):
         msg = json.loads(ws.recv())
         if msg.get("parent_header", {}).get("msg_id") != msg_id:
             continue
@@ -66,7 +69,9 @@ def run_code(base, session, verify):
             output.append("\n".join(msg["content"]["traceback"]))
         elif kind == "execute_reply":
             result["execute_status"] = msg["content"]["status"]
-            break
+            replied = True
+        elif kind == "status" and msg["content"].get("execution_state") == "idle":
+            idle = True
     ws.close()
     result["output"] = "".join(output).strip()
     result["kernel_stop"] = session.delete(base + "/api/kernels/" + kernel, headers={"X-XSRFToken": xsrf},
