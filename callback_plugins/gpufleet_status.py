@@ -1,3 +1,6 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Callback plugin gpufleet_status: remembers, per host, why a run left it behind.
 
 Failed and unreachable hosts drop out of later plays, so the report play at the end of site.yml
@@ -8,14 +11,7 @@ It never changes the output of the run.
 The file is GPUFLEET_STATUS_FILE when set, else .cache/run-status.json beside the ansible.cfg
 in use (or the current folder). It is reset at the start of every playbook run.
 """
-
-import json
-import os
-import tempfile
-from datetime import datetime, timezone
-
-from ansible import constants as C
-from ansible.plugins.callback import CallbackBase
+# ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
 
 DOCUMENTATION = r"""
 name: gpufleet_status
@@ -24,9 +20,19 @@ short_description: Record why hosts failed or were unreachable, for the fleet re
 description:
   - Writes a JSON file with, for each host that failed or was unreachable, the first play, task and message.
   - Used by playbooks/report.yml so the report names hosts that dropped out of the run.
+author:
+  - gpufleet maintainers (@gpufleet)
 requirements:
   - enabled in callbacks_enabled (gpufleet's ansible.cfg does this)
 """
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+
+from ansible import constants as C
+from ansible.plugins.callback import CallbackBase
 
 MAX_MESSAGE = 600
 

@@ -1,3 +1,6 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Options the three provider inventory plugins (vastai, runpod, lambda_cloud) share: one text for all three."""
 
 

@@ -1,20 +1,12 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Inventory plugin lambda_cloud: the instances of a Lambda Cloud account as Ansible hosts.
 
 Thin: options, HTTP through module_utils/gpufleet/providers.py (retries, errors), the host
 records it parses, and Constructable/Cacheable. The logic and its sources are in providers.py.
 """
-
-import sys
-from pathlib import Path
-
-from ansible.errors import AnsibleParserError
-from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
-
-try:
-    from ansible.module_utils.gpufleet import providers
-except ImportError:  # controller plugins do not see the project's module_utils path: read it from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-    from gpufleet import providers
+# ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
 
 DOCUMENTATION = r"""
 name: lambda_cloud
@@ -36,16 +28,18 @@ description:
   - The API key is sent only in the Authorization header. It never appears in output, errors, host variables
     or the inventory cache (the cache holds the parsed host records only, no Jupyter token).
   - An account with no instances gives an empty inventory and a warning, not an error.
+author:
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
-  - constructed
-  - inventory_cache
+  - ansible.builtin.constructed
+  - ansible.builtin.inventory_cache
   - gpufleet_provider
 options:
   plugin:
     description: The name of this plugin; the config file must name it.
     required: true
     type: str
-    choices: [lambda_cloud]
+    choices: [lambda_cloud, gpufleet.fleet.lambda_cloud]
   api_key:
     description:
       - Lambda Cloud API key (U(https://cloud.lambda.ai/api-keys)).
@@ -82,6 +76,18 @@ keyed_groups:
 compose:
   gpufleet_skip: not gpufleet_ready
 """
+
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+
+if "ansible_collections" in Path(__file__).resolve().parts:  # installed as the collection gpufleet.fleet
+    from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet import providers
+else:  # the checkout: controller plugins do not see ansible.cfg's module_utils path, so it is read from beside
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+    from gpufleet import providers
 
 
 class InventoryModule(providers.InventoryMixin, BaseInventoryPlugin, Constructable, Cacheable):

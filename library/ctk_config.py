@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module ctk_config: merge the NVIDIA runtime into Docker's daemon.json, keeping every other key."""
 
 DOCUMENTATION = r"""
@@ -17,7 +20,7 @@ description:
   - It does not restart Docker; notify a handler on C(changed).
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   path:
     description: The Docker daemon configuration file. Created (with its folder) when missing.
@@ -52,12 +55,14 @@ notes:
   - Supports check mode and diff mode. In check mode a file that cannot be merged still fails, so a check run
     can be used to verify the file before anything changes.
 seealso:
-  - module: ctk_packages
+  - module: gpufleet.fleet.ctk_packages
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: full
+extends_documentation_fragment:
+  - gpufleet_attributes
 """
 
 EXAMPLES = r"""

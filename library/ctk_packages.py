@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module ctk_packages: installed NVIDIA Container Toolkit packages, checked against the floor."""
 
 DOCUMENTATION = r"""
@@ -14,7 +17,7 @@ description:
     what it finds; the caller decides (the C(nvidia_container_toolkit) role fails only when asked to).
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   floor:
     description:
@@ -31,14 +34,11 @@ notes:
   - A package counts as installed when dpkg reports it installed (status C(ii)/C(hi)); one only unpacked or
     half-configured is listed under C(not_configured) and treated as missing.
 seealso:
-  - module: ctk_config
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+  - module: gpufleet.fleet.ctk_config
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""
@@ -136,7 +136,7 @@ def parse_dpkg_query(text):
 def summarize(installed, not_configured, floor):
     findings = ctk.check_versions(installed, floor=floor)
     codes = sorted({f["code"] for f in findings})
-    versions = {v for v in installed.values()}
+    versions = set(installed.values())
     version = None
     if len(versions) == 1:
         version = versions.pop()

@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module cuda_toolkits: installed CUDA toolkits and the state of /usr/local/cuda, ldconfig, LD_LIBRARY_PATH."""
 
 DOCUMENTATION = r"""
@@ -17,7 +20,7 @@ description:
     C(cuda_links) role to repair. Returns C(ansible_facts.cuda_toolkits). Changes nothing on the host.
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   pinned_version:
     description:
@@ -28,8 +31,9 @@ options:
   driver_cuda_version:
     description:
       - Highest CUDA version the driver supports, for example C(ansible_facts.gpu.cuda_driver_version)
-        from M(gpu_facts). Used to choose among toolkits when nothing is pinned.
-      - Empty, the module asks the driver itself, the way M(gpu_facts) and M(gpu_doctor) do (NVML, else
+        from M(gpufleet.fleet.gpu_facts). Used to choose among toolkits when nothing is pinned.
+      - Empty, the module asks the driver itself, the way M(gpufleet.fleet.gpu_facts) and
+        M(gpufleet.fleet.gpu_doctor) do (NVML, else
         C(nvidia-smi -q -x)), so the doctor and the repair choose the same toolkit from the same evidence
         whichever entry point runs them. C(driver_cuda_version_source) in the facts says where the
         version came from (C(given), C(nvml), C(nvidia-smi)), null when no driver answered.
@@ -60,14 +64,11 @@ notes:
   - The choice follows CUDA's compatibility rules (backward compatibility, then minor-version compatibility
     within a major); see the C(chosen.reasons).
 seealso:
-  - module: gpu_facts
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+  - module: gpufleet.fleet.gpu_facts
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module gpu_gate: timed torch benchmarks per GPU against what that GPU model should reach."""
 
 DOCUMENTATION = r"""
@@ -23,7 +26,7 @@ description:
   - Must run with the Python of the torch venv (C(ansible_python_interpreter), see EXAMPLES). Changes nothing.
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   device:
     description:
@@ -80,13 +83,10 @@ requirements:
   - nvidia-ml-py (optional; clocks, power limit and throttle reasons)
 notes:
   - Supports check mode; the module never changes anything (it does load the GPUs for up to C(time_budget_s)).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""

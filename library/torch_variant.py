@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module torch_variant: pick the torch wheel for a host and check an install request or an install."""
 
 DOCUMENTATION = r"""
@@ -18,7 +21,7 @@ description:
   - Returns C(ansible_facts.torch_selection). Changes nothing on the host.
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   torch_version:
     description: Exact torch release C(X.Y.Z), optionally with its local label (C(2.5.1+cu121)).
@@ -37,7 +40,8 @@ options:
     type: str
     default: ""
   driver_version:
-    description: NVIDIA driver version (C(ansible_facts.gpu.driver_version) from M(gpu_facts)); empty when none.
+    description:
+      - NVIDIA driver version (C(ansible_facts.gpu.driver_version) from M(gpufleet.fleet.gpu_facts)); empty when none.
     type: str
     default: ""
   compute_capabilities:
@@ -78,14 +82,11 @@ notes:
   - Supports check mode; the module never changes anything. It reads the host's C(PIP_EXTRA_INDEX_URL),
     C(PIP_TRUSTED_HOST) and C(PIP_INDEX_URL) environment variables to refuse sources pip would otherwise add.
 seealso:
-  - module: gpu_facts
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+  - module: gpufleet.fleet.gpu_facts
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""
@@ -231,7 +232,7 @@ def wheelhouse_variants(files, torch_version):
         return []
     found = set()
     for version in _wheel_versions(files).get("torch", []):
-        release, _, label = version.partition("+")
+        release, _unused, label = version.partition("+")
         if release != pin["release"] + pin["pre"]:
             continue
         if label:

@@ -18,6 +18,7 @@ version ranges apply only where no distro row (or the package's changelog) decid
 Plain Python >= 3.8, stdlib only.
 """
 
+import math
 import re
 
 from . import capacity, features
@@ -161,7 +162,7 @@ def expected_gpu_count(result):
             value = float(value.strip())
         except ValueError:
             return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
     return value
 
@@ -241,8 +242,8 @@ def torch_cuda(torch, facts, cpu_host=False):
     if not torch.get("cuda"):
         return _item("fail", "torch %s is a CPU build (torch.version.cuda is None)" % version)
     driver_cuda = facts.get("cuda_driver_version")
-    text = "torch %s (CUDA %s), driver %s supports CUDA %s" % (version, torch["cuda"],
-                                                              facts.get("driver_version") or "?", driver_cuda or "?")
+    text = "torch %s (CUDA %s), driver %s supports CUDA %s" % (
+        version, torch["cuda"], facts.get("driver_version") or "?", driver_cuda or "?")
     if torch.get("is_available") is False:
         return _item("fail", text + "; torch.cuda.is_available() is False: %s" % (
             torch.get("error") or torch.get("warning") or "see the doctor's findings"))
@@ -561,8 +562,8 @@ def regresshion(sshd, os_release=None):
         where = "%s, %s" % (row["name"], row["ref"])
         if deb_compare(pkg, row["fixed"]) >= 0:
             return {"verdict": "fixed", "evidence": "distro table", "source": row["source"],
-                    "text": "%s has the %s fix: >= %s (%s; release from %s)" % (what, SSH_CVE, row["fixed"], where,
-                                                                           release_from)}
+                    "text": "%s has the %s fix: >= %s (%s; release from %s)" % (
+                        what, SSH_CVE, row["fixed"], where, release_from)}
         if _in_upstream_range(ssh_upstream(pkg)) is False:
             return {"verdict": "not_affected", "evidence": "upstream version", "source": SSH_SOURCE,
                     "text": "%s is below %s's fixed %s but its upstream %s is outside the %s ranges (%s)" % (
@@ -620,7 +621,7 @@ def security(readiness, container=None, os_release=None):
                 ", ".join("%s %s" % kv for kv in sorted(low.items())), CTK_FLOOR), FIX["ctk"], CTK_SOURCE))
         elif not odd:
             passed.append("NVIDIA container toolkit >= %s" % CTK_FLOOR)
-        if len({v for v in ctk.values()}) > 1:
+        if len(set(ctk.values())) > 1:
             findings.append(_finding("ctk_versions_differ", "warning", "affected",
                                      "container toolkit packages at different versions: %s" % ", ".join(
                                          "%s %s" % kv for kv in sorted(ctk.items())), FIX["ctk"],
@@ -662,8 +663,8 @@ def security(readiness, container=None, os_release=None):
         findings.append(_finding(
             "torch_extra_index", "warning", "unverified",
             "pip on this host adds an extra index (%s): torch %s and its dependencies may have come from either "
-            "index (dependency confusion, torchtriton Dec 2022)" % ("; ".join("%s: %s" % e for e in extra),
-                                                                  pkgs["torch"]),
+            "index (dependency confusion, torchtriton Dec 2022)" % (
+                "; ".join("%s: %s" % e for e in extra), pkgs["torch"]),
             FIX["extra_index"] % ", ".join(sorted({e[0] for e in extra})), REFERENCE + " 5.1-5.2"))
     elif extra:
         passed.append("extra pip index configured, but no torch in the gpufleet venv")
@@ -729,7 +730,7 @@ def checklist(result):
     count = len(gpus) or (facts.get("gpu_count") if isinstance(facts.get("gpu_count"), int) else 0)
     if not facts:
         reason = "no GPU facts in the result"
-        out = {key: _unknown(reason) for key, _ in ITEMS}
+        out = {key: _unknown(reason) for key, _unused in ITEMS}
         if torch is not None:
             out["torch_cuda"] = torch_cuda(torch, facts, cpu_host)
             out["cudnn"] = cudnn(torch, cpu_host)

@@ -219,8 +219,8 @@ def update_doc(path):
     """Rewrite the generated block of ``path`` (docs/capacity.md); returns True when it changed."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    head, _, rest = text.partition(DOC_BEGIN)
-    _, _, tail = rest.partition(DOC_END)
+    head, _unused, rest = text.partition(DOC_BEGIN)
+    _unused, _unused, tail = rest.partition(DOC_END)
     new = head + DOC_BEGIN + "\n" + render_examples() + DOC_END + tail
     if new != text:
         with open(path, "w", encoding="utf-8") as fh:

@@ -79,8 +79,8 @@ CVES = [
     _cve(cve="CVE-2025-23266", fixed="1.17.8", confidence="V",
          summary="'NVIDIAScape': createContainer hooks inherited the container env (LD_PRELOAD from the image), "
                  "code execution in a privileged hook",
-         source=_S41 + " (security merge d6f61079; pytorch/test-infra#6941, microsoft/azurelinux#14382, "
-                "containers/toolbox#1687)"),
+         source=_S41 + (" (security merge d6f61079; pytorch/test-infra#6941, microsoft/azurelinux#14382, "
+                        "containers/toolbox#1687)")),
     _cve(cve="CVE-2025-23267", fixed="1.17.8", confidence="V",
          summary="update-ldcache hook followed links",
          source=_S41 + " (same issues as CVE-2025-23266 cite 1.17.8)"),
@@ -212,7 +212,7 @@ def check_versions(installed, floor=FLOOR):
         detail = ", ".join("%s %s" % (p, v) for v, pkgs in groups for p in pkgs)
         findings.append(_finding("version_mismatch", "error", "the toolkit packages are at different versions (%s): "
                                  "install all four at one version" % detail,
-                                 packages=[p for _, pkgs in groups for p in pkgs], versions=dict(parsed)))
+                                 packages=[p for _unused, pkgs in groups for p in pkgs], versions=dict(parsed)))
     for version, pkgs in groups:
         if compare_versions(version, floor) < 0:
             cves = cves_below(version)

@@ -96,7 +96,7 @@ def _repeat(timer, op, indices, work, scale, params, share_s, probe=None):
     reasons are those of a loaded GPU, not of one that just went idle.
     """
     started = time.monotonic()
-    for _ in range(params["warmup"]):
+    for _unused in range(params["warmup"]):
         op()
     timer.sync(*indices)
     figures = []
@@ -107,7 +107,7 @@ def _repeat(timer, op, indices, work, scale, params, share_s, probe=None):
         if len(figures) >= MIN_REPETITIONS and time.monotonic() - started > share_s:
             break
     if probe is not None:
-        for _ in range(PROBE_RUNS):
+        for _unused in range(PROBE_RUNS):
             op()
         probe()
         timer.sync(*indices)
@@ -140,6 +140,16 @@ def telemetry(pynvml, handle):
         mask = read("nvmlDeviceGetCurrentClocksThrottleReasons")
     out["throttle_reasons"] = decode_throttle(mask) if mask is not None else None
     return out
+
+
+def _telemetry_probe(seen, pynvml, handle):
+    """The probe a timed test calls while the GPU is loaded: what telemetry() reads then goes into ``seen``.
+    A closure over this call's arguments (not default arguments in a loop), so each test gets its own GPU's."""
+
+    def probe():
+        seen.update(telemetry(pynvml, handle))
+
+    return probe
 
 
 def _nvml_handles(pynvml, torch, count):
@@ -305,12 +315,7 @@ def run(torch, params, specs_lookup, pynvml=None):
                 entry["substituted_for"] = test
             t0 = time.monotonic()
             seen = telemetry(None, None)
-
-            def probe(i=i, seen=seen):
-                seen.update(telemetry(pynvml, handles.get(i)))
-
-            if device != "cuda":
-                probe = None
+            probe = _telemetry_probe(seen, pynvml, handles.get(i)) if device == "cuda" else None
 
             try:
                 if test == "p2p_bandwidth":

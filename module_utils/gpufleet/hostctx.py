@@ -80,8 +80,8 @@ _PROBE_TEXT = "GPU has fallen off the bus and is not responding to commands (NVR
 def _row(form, kind, xid, pci, needle, pattern, sample, source, driver, code=None, flags=0, **more):
     row = {"form": form, "kind": kind, "xid": xid, "code": code, "pci": pci, "needle": needle,
            "pattern": re.compile(pattern, flags), "sample": sample, "source": source, "driver": driver,
-           "anchored": isinstance(needle, str) and "|" not in pattern
-                       and pattern.replace("\\", "").startswith(needle)}
+           "anchored": (isinstance(needle, str) and "|" not in pattern
+                        and pattern.replace("\\", "").startswith(needle))}
     row.update((k, re.compile(v)) for k, v in more.items())
     return row
 
@@ -209,7 +209,7 @@ def normalize_pci(pci):
     pci = str(pci).strip().lower()
     if pci.startswith("pci:"):
         pci = pci[4:]
-    pci = pci.split(".")[0]
+    pci = pci.split(".", maxsplit=1)[0]
     parts = pci.split(":")
     if len(parts) == 3:
         domain, bus, dev = parts
@@ -264,7 +264,7 @@ def parse_kernel_log(text, source=None):
             else:
                 pending = [p for p in pending if n - p[0] <= PROBE_WINDOW]
                 if pending:
-                    _, pci, lines = pending.pop()  # the most recent first line
+                    _unused, pci, lines = pending.pop()  # the most recent first line
                     lines.append(line)
                 else:
                     pci, lines = None, [line]  # its first line is not in the text
@@ -599,7 +599,7 @@ def parse_cpuinfo(text):
     model = None
     count = 0
     for line in (text or "").splitlines():
-        key, _, value = line.partition(":")
+        key, _unused, value = line.partition(":")
         key = key.strip().lower()
         if key == "processor":
             count += 1
@@ -713,7 +713,7 @@ def collect_host(read_file, exists, run=None, statvfs=None, getrlimit=None, rlim
         if run is None:
             return None
         try:
-            rc, out, _ = run(argv)
+            rc, out, _unused = run(argv)
         except Exception:
             return None
         if isinstance(out, bytes):
@@ -861,7 +861,7 @@ def disk_info(path, mounts, statvfs_result, rotational_text):
 
 def _hex_addr(text):
     """Address field of /proc/net/tcp{,6} ("0100007F:22C3") -> (address text, port)."""
-    addr, _, port = text.partition(":")
+    addr, _unused, port = text.partition(":")
     raw = bytes.fromhex(addr)
     if len(raw) == 4:
         ip = ".".join(str(b) for b in raw[::-1])
@@ -942,7 +942,7 @@ def parse_sshd_t(text):
     out = {}
     ports = []
     for line in (text or "").splitlines():
-        key, _, value = line.strip().partition(" ")
+        key, _unused, value = line.strip().partition(" ")
         key = key.lower()
         if key in keep and key not in out:
             out[key] = value.strip()

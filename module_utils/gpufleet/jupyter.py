@@ -338,5 +338,5 @@ def main(argv):
     return 1 if problems else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+if __name__ == "__main__":  # the jupyter role runs this file on the host to check a config before it is used
+    raise SystemExit(main(sys.argv))

@@ -53,7 +53,7 @@ def decode_throttle(mask):
         return []
     names = [name for bit, name in THROTTLE_BITS if mask & bit]
     known = 0
-    for bit, _ in THROTTLE_BITS:
+    for bit, _unused in THROTTLE_BITS:
         known |= bit
     rest = mask & ~known
     bit = 1

@@ -183,7 +183,7 @@ def text_to_tree(text):
             stack.pop()
         parent = stack[-1][1]
         if " : " in body or body.endswith(" :"):
-            key, _, value = body.partition(":")
+            key, _unused, value = body.partition(":")
             key = slug(key)
             if not key:
                 continue
@@ -206,7 +206,7 @@ def text_to_tree(text):
 
 
 def _inside(stack, element):
-    return any(el is element for _, el in stack)
+    return any(el is element for _unused, el in stack)
 
 
 # --------------------------------------------------------------------------- tree -> facts
@@ -324,7 +324,7 @@ def _gpu_from_node(index, g, include_processes):
         g, "gpu_power_readings/current_power_limit", "power_readings/enforced_power_limit",
         "power_readings/power_limit", "power_readings/current_power_limit",
         "gpu_power_readings/enforced_power_limit"))
-    reasons, _ = _throttle(g)
+    reasons, _unused = _throttle(g)
     gpu["throttle_reasons"] = reasons
     gpu["persistence_mode"] = to_bool(_first(g, "persistence_mode"))
     gpu["mig_mode"] = to_mode(_first(g, "mig_mode/current_mig", "mig_mode/current"))
@@ -432,8 +432,8 @@ def parse_text(data, include_processes=False):
 
 def parse_output(rc, stdout, stderr=b"", include_processes=False):
     """Facts from one ``nvidia-smi -q -x`` run: its exit code, stdout and stderr. Never raises."""
-    out, _ = decode(stdout)
-    err, _ = decode(stderr)
+    out, _unused = decode(stdout)
+    err, _unused = decode(stderr)
     if out.lstrip().startswith("<"):
         facts = parse_xml(stdout, include_processes)
         if rc not in (0, None) and not facts["error"]:

@@ -454,8 +454,8 @@ def _evaluate(rel, w, version, driver, ccs, py, policy, driver_text=None, pinned
         elif support == "experimental":
             warnings.append("Python %s is experimental for torch %s (RELEASE.md)" % (_pytext(py), rel["series"]))
         else:
-            reasons.append("Python %s is in torch %s's wheel range (%s)." % (_pytext(py), rel["series"],
-                                                                          _python_range(rel)))
+            reasons.append("Python %s is in torch %s's wheel range (%s)." % (
+                _pytext(py), rel["series"], _python_range(rel)))
     if w["status"] == "experimental":
         warnings.append("%s is marked experimental for torch %s in RELEASE.md (the wheels are published)"
                         % (variant, rel["series"]))
@@ -502,8 +502,8 @@ def _evaluate(rel, w, version, driver, ccs, py, policy, driver_text=None, pinned
                 label, _cc_text(cc), cov[1], "" if exact else ", binary-compatible within %d.x" % cc[0]))
     if uncovered:
         hint = first_covering(ccs)
-        msg = "%s %s no kernels in torch %s" % (_describe_ccs(uncovered), "has" if len(uncovered) == 1 else "have",
-                                                 label)
+        msg = "%s %s no kernels in torch %s" % (
+            _describe_ccs(uncovered), "has" if len(uncovered) == 1 else "have", label)
         if hint:
             msg += ": use torch >= %s with %s" % hint
         problems.append(("arch", msg))
@@ -649,20 +649,20 @@ def _failure_message(failures, py):
     def only(kind, probs):
         return all(p[0] == kind for p in probs)
 
-    if all(has("python", probs) for _, _, probs in failures):
-        series = {s for s, _, _ in failures}
+    if all(has("python", probs) for _unused, _unused, probs in failures):
+        series = {s for s, _unused, _unused in failures}
         if len(series) == 1:
             return next(p[1] for p in failures[0][2] if p[0] == "python")
         return "no torch release in the table has wheels for Python %s" % _pytext(py)
     rest = [f for f in failures if not has("python", f[2])]
-    if all(only("missing", probs) for _, _, probs in rest):
+    if all(only("missing", probs) for _unused, _unused, probs in rest):
         return rest[0][2][0][1]
     rest = [f for f in rest if not only("missing", f[2])]
-    for _, _, probs in rest:
+    for _unused, _unused, probs in rest:
         if only("arch", probs):
             return probs[0][1]
-    if all(has("driver", probs) for _, _, probs in rest):
-        driver_probs = [p for _, _, probs in rest for p in probs if p[0] == "driver"]
+    if all(has("driver", probs) for _unused, _unused, probs in rest):
+        driver_probs = [p for _unused, _unused, probs in rest for p in probs if p[0] == "driver"]
         return min(driver_probs, key=lambda p: parse_driver(p[2]))[1]
     return "no torch wheel fits this host: " + "; ".join(p[1] for p in rest[0][2])
 
@@ -771,7 +771,7 @@ def validate_request(requirements, index_url=None, extra_args=None, variant=None
         i = 0
         while i < len(tokens):
             tok = tokens[i]
-            name, _, value = tok.partition("=")
+            name, _unused, value = tok.partition("=")
             if name in ("--extra-index-url",):
                 add("extra_index_url", "--extra-index-url in %s: pip picks the highest version across all indexes, "
                     "which is how the Dec 2022 torchtriton dependency-confusion compromise happened; use only "

@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module cuda_ld_library_path: remove given directories from LD_LIBRARY_PATH / PATH assignments in a file."""
 
 DOCUMENTATION = r"""
@@ -17,7 +20,7 @@ description:
   - Part of the C(cuda_links) role, which saves the file before calling this module.
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   path:
     description: File to edit.
@@ -43,6 +46,13 @@ options:
     default: auto
 notes:
   - Supports check mode and diff mode. A missing file is not an error (nothing to remove).
+extends_documentation_fragment:
+  - gpufleet_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
 """
 
 EXAMPLES = r"""

@@ -1,3 +1,6 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the gpufleet_common role: what every role that pip-installs on a host shares, in one place.
 
   wheelhouse_dest | gpufleet_pip_env(index_url, isolated=False, require_hashes=False) -> pip's environment
