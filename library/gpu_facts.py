@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module gpu_facts: GPU, host and Xid facts for one rented GPU host."""
 
 DOCUMENTATION = r"""
@@ -14,7 +17,7 @@ description:
   - Returns C(ansible_facts.gpu). Changes nothing on the host.
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   include_processes:
     description: List the compute processes running on each GPU (pid, name, memory).
@@ -72,13 +75,10 @@ notes:
   - Supports check mode; the module never changes anything.
   - The read-only commands a gathering needs (C(dmesg), C(systemd-detect-virt), the OpenSSH version and
     C(sshd -T), C(dpkg-query), C(supervisorctl status)) start together, each in a thread, while NVML is read.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""
@@ -233,8 +233,8 @@ def main():
             prefer=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
             expected_gpu_count=dict(type="int"),
             readiness=dict(type="bool", default=True),
-            venv=dict(type="path", default="/opt/gpufleet/venv"),
-            data_dirs=dict(type="list", elements="path", default=["/workspace", "/data"]),
+            venv=dict(type="path", default=hostctx.GPUFLEET_VENV),
+            data_dirs=dict(type="list", elements="path", default=list(hostctx.DATA_DIRS)),
         ),
         supports_check_mode=True,
     )

@@ -21,6 +21,8 @@ import re
 from collections import deque
 from fnmatch import fnmatch
 
+from .hostctx import GPUFLEET_VENV
+
 SCHEMA = 1
 
 CUDA_LINK = "/usr/local/cuda"
@@ -36,7 +38,7 @@ ETC_ENVIRONMENT = "/etc/environment"
 # Shell start-up files that commonly carry a global LD_LIBRARY_PATH on rented hosts.
 SHELL_FILES = ("/etc/profile", "/etc/bash.bashrc", "/root/.bashrc", "/root/.profile")
 PROFILE_D_GLOB = "/etc/profile.d/*.sh"
-DEFAULT_SITE_PACKAGES_GLOBS = ("/opt/gpufleet/venv/lib/python3*/site-packages",)
+DEFAULT_SITE_PACKAGES_GLOBS = (GPUFLEET_VENV + "/lib/python3*/site-packages",)
 # Directories the loader searches after the ld.so.conf ones (glibc trusted dirs, multiarch first).
 TRUSTED_LIB_DIRS = ("/lib/*-linux-gnu", "/usr/lib/*-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
@@ -129,7 +131,7 @@ class HostFS:
         """Hops from ``path`` through symlinks: [path, target1, ...] (absolute host paths)."""
         chain = [path]
         current = path
-        for _ in range(self.MAX_LINKS):
+        for _unused in range(self.MAX_LINKS):
             parent = self.realpath(os.path.dirname(current)) or "/"
             here = os.path.join(parent, os.path.basename(current))
             target = self.readlink(here)
