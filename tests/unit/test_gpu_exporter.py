@@ -111,6 +111,11 @@ def test_healthy_profiles_are_read_back_and_pass_promtool(libdir, profile):
         assert value(text, "sm_clock_hertz", **ids) == gpu["clocks_mhz"]["sm"] * 1e6
         assert value(text, "memory_clock_hertz", **ids) == gpu["clocks_mhz"]["mem"] * 1e6
         assert value(text, "utilization_ratio", **ids) == pytest.approx(gpu["utilization_pct"]["gpu"] / 100.0)
+        pcie = gpu["pcie"]
+        assert value(text, "pcie_link_generation", **ids) == pcie["curr_gen"]
+        assert value(text, "pcie_link_max_generation", **ids) == pcie["max_gen"]
+        assert value(text, "pcie_link_width", **ids) == pcie["curr_width"]
+        assert value(text, "pcie_link_max_width", **ids) == pcie["max_width"]
         mask = int(str(gpu["clocks_event_reasons"]), 0)
         assert value(text, "clock_event_reason", reason="gpu_idle", **ids) == mask & 1
         assert value(text, "clock_event_reason", reason="sw_power_cap", **ids) == (mask >> 2) & 1
@@ -133,8 +138,8 @@ def test_degraded_gpus_lost_gpu_and_row_remap_failure(libdir):
     assert value(text, "devices") == len(data["gpus"])
     for i in lost:
         assert value(text, "device_up", gpu=i, uuid="", name="") == 0
-    assert re.search(r'^gpufleet_gpu_scrape_error_info\{code="gpu_is_lost",message="GPU %d: [^"]+"\} 1$' % lost[0],
-                     text, re.M)
+    assert re.search(r'^gpufleet_gpu_scrape_error_info\{code="gpu_is_lost",message="GPU %d: [^"]+"\} 1(?:\.0)?$'
+                     % lost[0], text, re.M)
     for i, gpu in enumerate(data["gpus"]):
         rows = gpu.get("remapped_rows")
         if gpu.get("lost") or not rows:
@@ -150,7 +155,7 @@ def test_nvml_init_failure_gives_the_error_gauge(libdir, profile, code):
     text = scrape(libdir, profile)
     promtool_check(text)
     assert value(text, "up") == 0 and value(text, "scrape_error") == 1
-    assert re.search(r'^gpufleet_gpu_scrape_error_info\{code="%s",message="[^"]+"\} 1$' % code, text, re.M)
+    assert re.search(r'^gpufleet_gpu_scrape_error_info\{code="%s",message="[^"]+"\} 1(?:\.0)?$' % code, text, re.M)
     assert "gpufleet_gpu_temperature_celsius" not in text and "gpufleet_gpu_devices" not in text
 
 
@@ -225,6 +230,8 @@ def test_textfile_is_replaced_atomically_and_world_readable(libdir, tmp_path):
     (["--http-port", "9410", "--http-bind", "0.0.0.0"], "must be a loopback address"),  # noqa: S104 (refused)
     (["--http-bind", "192.168.1.5"], "must be a loopback address"),
     (["--http-port", "70000"], "--http-port must be"),
+    (["--expected-gpus", "65"], "--expected-gpus must be"),
+    (["--expected-gpus", "-1"], "--expected-gpus must be"),
 ])
 def test_bad_arguments_are_refused(libdir, args, message):
     proc = run(libdir, "h200-1x", "--once", "--stdout", *args)
@@ -261,6 +268,8 @@ def test_running_exporter_serves_loopback_http_and_logs_an_nvml_failure_once(lib
             except OSError:
                 time.sleep(0.1)
         assert body is not None, "the endpoint never answered"
+        with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 (http on loopback)
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")  # prometheus_client's
         promtool_check(body)
         assert value(body, "up") == 0 and 'code="driver_not_loaded"' in body
         first = (tmp_path / "gpufleet_gpu.prom").stat().st_mtime_ns
@@ -272,6 +281,40 @@ def test_running_exporter_serves_loopback_http_and_logs_an_nvml_failure_once(lib
     assert proc.returncode == 0, err
     assert err.count("driver_not_loaded") == 1, err
     assert "Traceback" not in err
+
+
+def test_rented_count_and_interval_are_written_for_the_alerts(libdir):
+    text = scrape_with(libdir, "h200-1x", "--expected-gpus", "2", "--interval", "7.5")
+    promtool_check(text)
+    assert value(text, "expected_devices") == 2
+    assert value(text, "exporter_interval_seconds") == 7.5
+    assert value(scrape(libdir, "h200-1x"), "expected_devices") is None  # 0 (not known): no series
+
+
+def scrape_with(libdir, profile, *args):
+    proc = run(libdir, profile, "--once", "--stdout", "--kernel-log", "", *args)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def test_a_sample_off_its_label_set_is_refused_not_written():
+    # one name, one label set (docs/metrics.md): a bug here must not reach Prometheus as a second schema
+    with pytest.raises(ValueError, match="gpufleet_gpu_temperature_celsius"):
+        exporter.families([exporter.Sample("temperature_celsius", {"gpu": "0"}, 40)])
+    with pytest.raises(ValueError, match="not in METRICS"):
+        exporter.families([exporter.Sample("fan_speed_ratio", {}, 0.3)])
+
+
+def test_without_prometheus_client_it_stops_with_the_fix(libdir, tmp_path):
+    (tmp_path / "prometheus_client").mkdir()
+    # a package that fails to import shadows the venv's, as on a host where the role's pip step did not run
+    (tmp_path / "prometheus_client" / "__init__.py").write_text("raise ImportError('no prometheus_client here')")
+    env = {**os.environ, **fakenvml.env_for("h200-1x", libdir), "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([str(PYTHON), str(EXPORTER), "--once", "--stdout", "--kernel-log", ""], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "prometheus_client is missing" in proc.stderr and "gpu_monitoring_prometheus_client_version" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_render_escapes_label_values():

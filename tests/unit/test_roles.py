@@ -53,6 +53,7 @@ def test_readme_tables_are_generated_from_the_specs():
     ("supervisord", "supervisord_version", "supervisor"),
     ("torch", "torch_nvidia_ml_py_version", "nvidia-ml-py"),
     ("gpu_monitoring", "gpu_monitoring_nvidia_ml_py_version", "nvidia-ml-py"),
+    ("gpu_monitoring", "gpu_monitoring_prometheus_client_version", "prometheus-client"),
 ])
 def test_host_pins_match_the_controller_pins(role, variable, package):
     role_pin = load(ROOT / "roles" / role / "defaults" / "main.yml")[variable]

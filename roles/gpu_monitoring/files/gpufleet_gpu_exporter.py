@@ -2,66 +2,88 @@
 """gpufleet GPU exporter: NVML readings in Prometheus text format for node_exporter's textfile collector.
 
 Every ``--interval`` seconds it reads each GPU through NVML (the ``pynvml`` module of nvidia-ml-py)
-and replaces ``<textfile-dir>/gpufleet_gpu.prom`` atomically (a temporary file in the same folder,
-then rename). With ``--http-port`` it also serves the same text on a loopback address only.
+and replaces ``<textfile-dir>/gpufleet_gpu.prom`` atomically (prometheus_client's textfile writer: a
+temporary file in the same folder, then rename). With ``--http-port`` it also serves the same
+readings on a loopback address only (prometheus_client's HTTP server). A scrape returns the last
+pass; it never waits for NVML.
 
 It never dies of an NVML failure: a missing library, no driver or a lost GPU give
 ``gpufleet_gpu_up 0`` / ``gpufleet_gpu_scrape_error 1`` with the error code, logged once per
 change, and the next pass tries again. Xid counts come from the kernel log (``/dev/kmsg`` or a log
 file) where it is readable; where not, ``gpufleet_gpu_kernel_log_readable 0`` says so and no Xid
-series is written. Part of the gpufleet ``gpu_monitoring`` role; stdlib + nvidia-ml-py only.
+series is written. Metric names and labels are the exporter's half of the schema in docs/metrics.md.
+Part of the gpufleet ``gpu_monitoring`` role; stdlib + nvidia-ml-py + prometheus_client.
 """
 
 import argparse
 import errno
-import http.server
 import ipaddress
 import os
 import re
 import signal
-import socket
 import sys
-import tempfile
 import threading
 import time
 
-VERSION = "1.0.0"
+try:
+    from prometheus_client import CollectorRegistry, generate_latest, start_http_server, write_to_textfile
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+except ImportError as _exc:  # reported by main() with the fix; the module still imports for --help
+    PROMETHEUS_CLIENT_ERROR = str(_exc)
+else:
+    PROMETHEUS_CLIENT_ERROR = None
+
+VERSION = "1.1.0"
 PREFIX = "gpufleet_gpu_"
 FILE_NAME = "gpufleet_gpu.prom"
 MAX_LOG_BYTES = 32 * 1024 * 1024  # a kernel log file is read from its last 32 MiB at most
 XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-9a-fA-F])?\): (\d+)")
 GPU_LABELS = ("gpu", "uuid", "name")
+G = GPU_LABELS
 
-# name -> (type, help). Every metric the exporter can write; render() writes HELP/TYPE once per name.
+# name -> (type, labels, help). Every metric the exporter can write, with its whole label set (the
+# exporter's rows of the table in docs/metrics.md; a test compares the two). A family is written
+# only when it has samples, with HELP/TYPE once per name.
 METRICS = {
-    "up": ("gauge", "1 when NVML answered and every GPU was read in the last pass, else 0."),
-    "scrape_error": ("gauge", "1 when the last pass failed in part or whole (see gpufleet_gpu_scrape_error_info)."),
-    "scrape_error_info": ("gauge", "Error of the last pass, by code (snake_case) and message; 1 while it lasts."),
-    "last_scrape_timestamp_seconds": ("gauge", "Unix time the last pass finished."),
-    "scrape_duration_seconds": ("gauge", "Seconds the last pass took."),
-    "exporter_info": ("gauge", "Exporter, driver and NVML versions as labels; always 1."),
-    "devices": ("gauge", "GPUs NVML counts, lost ones included."),
-    "device_up": ("gauge", "1 when the GPU answered NVML, 0 when it did not (e.g. fallen off the bus)."),
-    "utilization_ratio": ("gauge", "Share of the last sample period a kernel ran on the GPU (0-1)."),
-    "memory_utilization_ratio": ("gauge", "Share of the last sample period device memory was read or written (0-1)."),
-    "memory_used_bytes": ("gauge", "GPU memory in use, reserved memory included, in bytes."),
-    "memory_total_bytes": ("gauge", "GPU memory installed, in bytes."),
-    "temperature_celsius": ("gauge", "GPU core temperature in degrees Celsius."),
-    "power_draw_watts": ("gauge", "Power the board draws now, in watts."),
-    "power_limit_watts": ("gauge", "Power limit the driver enforces, in watts."),
-    "sm_clock_hertz": ("gauge", "Current SM clock in hertz."),
-    "sm_clock_max_hertz": ("gauge", "Maximum SM clock in hertz."),
-    "memory_clock_hertz": ("gauge", "Current memory clock in hertz."),
-    "clock_event_reason": ("gauge", "1 when this clocks event (throttle) reason is active, else 0."),
-    "ecc_errors_total": (
-        "counter", "ECC errors, by error_type (corrected, uncorrected) and counter (volatile, aggregate)."),
-    "retired_pages": ("gauge", "Memory pages retired, by cause (single_bit_ecc, double_bit_ecc)."),
-    "retired_pages_pending": ("gauge", "1 when a page retirement waits for the next reset."),
-    "remapped_rows": ("gauge", "Memory rows remapped, by kind (correctable, uncorrectable)."),
-    "remapped_rows_pending": ("gauge", "1 when a row remap waits for the next reset."),
-    "remapped_rows_failure": ("gauge", "1 when a row remap has failed (the GPU needs service)."),
-    "kernel_log_readable": ("gauge", "1 when the kernel log was read for Xid errors, else 0 (no Xid series then)."),
-    "xid_errors_total": ("counter", "NVRM Xid errors seen in the kernel log, by xid and the PCI address it names."),
+    "up": ("gauge", (), "1 when NVML answered and every GPU was read in the last pass, else 0."),
+    "scrape_error": ("gauge", (), "1 when the last pass failed in part or whole (see gpufleet_gpu_scrape_error_info)."),
+    "scrape_error_info": ("gauge", ("code", "message"),
+                          "Error of the last pass, by code (snake_case) and message; 1 while it lasts."),
+    "last_scrape_timestamp_seconds": ("gauge", (), "Unix time the last pass finished."),
+    "scrape_duration_seconds": ("gauge", (), "Seconds the last pass took."),
+    "exporter_info": ("gauge", ("version", "driver_version", "nvml_version", "cuda_driver_version"),
+                      "Exporter, driver and NVML versions as labels; always 1."),
+    "exporter_interval_seconds": ("gauge", (), "Seconds between two passes (--interval); staleness is judged by it."),
+    "devices": ("gauge", (), "GPUs NVML counts, lost ones included."),
+    "expected_devices": ("gauge", (), "GPUs rented on this host (--expected-gpus); absent when not given."),
+    "device_up": ("gauge", G, "1 when the GPU answered NVML, 0 when it did not (e.g. fallen off the bus)."),
+    "utilization_ratio": ("gauge", G, "Share of the last sample period a kernel ran on the GPU (0-1)."),
+    "memory_utilization_ratio": ("gauge", G,
+                                 "Share of the last sample period device memory was read or written (0-1)."),
+    "memory_used_bytes": ("gauge", G, "GPU memory in use, reserved memory included, in bytes."),
+    "memory_total_bytes": ("gauge", G, "GPU memory installed, in bytes."),
+    "temperature_celsius": ("gauge", G, "GPU core temperature in degrees Celsius."),
+    "power_draw_watts": ("gauge", G, "Power the board draws now, in watts."),
+    "power_limit_watts": ("gauge", G, "Power limit the driver enforces, in watts."),
+    "sm_clock_hertz": ("gauge", G, "Current SM clock in hertz."),
+    "sm_clock_max_hertz": ("gauge", G, "Maximum SM clock in hertz."),
+    "memory_clock_hertz": ("gauge", G, "Current memory clock in hertz."),
+    "pcie_link_generation": ("gauge", G, "Current PCIe link generation (drops at idle to save power)."),
+    "pcie_link_max_generation": ("gauge", G, "Highest PCIe link generation this GPU and its slot allow."),
+    "pcie_link_width": ("gauge", G, "Current PCIe link width in lanes."),
+    "pcie_link_max_width": ("gauge", G, "Widest PCIe link this GPU and its slot allow, in lanes."),
+    "clock_event_reason": ("gauge", G + ("reason",), "1 when this clocks event (throttle) reason is active, else 0."),
+    "ecc_errors_total": ("counter", G + ("error_type", "counter"),
+                         "ECC errors, by error_type (corrected, uncorrected) and counter (volatile, aggregate)."),
+    "retired_pages": ("gauge", G + ("cause",), "Memory pages retired, by cause (single_bit_ecc, double_bit_ecc)."),
+    "retired_pages_pending": ("gauge", G, "1 when a page retirement waits for the next reset."),
+    "remapped_rows": ("gauge", G + ("kind",), "Memory rows remapped, by kind (correctable, uncorrectable)."),
+    "remapped_rows_pending": ("gauge", G, "1 when a row remap waits for the next reset."),
+    "remapped_rows_failure": ("gauge", G, "1 when a row remap has failed (the GPU needs service)."),
+    "kernel_log_readable": ("gauge", ("source",),
+                            "1 when the kernel log was read for Xid errors, else 0 (no Xid series then)."),
+    "xid_errors_total": ("counter", G + ("xid", "pci_bus_id"),
+                         "NVRM Xid errors seen in the kernel log, by xid and the PCI address it names."),
 }
 
 
@@ -180,10 +202,12 @@ class KernelLog:
 class Collector:
     """One NVML pass -> a list of Samples. Keeps NVML initialised between passes while it works."""
 
-    def __init__(self, nv, nv_error, kernel_log):
+    def __init__(self, nv, nv_error, kernel_log, interval=15.0, expected_gpus=0):
         self.nv = nv                    # the pynvml module, or None when it cannot be imported
         self.nv_error = nv_error        # why pynvml is missing
         self.kernel_log = kernel_log
+        self.interval = interval        # written out, so that a stale-file alert knows what "late" is
+        self.expected_gpus = expected_gpus  # GPUs rented here; 0: not known, no series
         self.initialised = False
         self.reasons = clock_event_reasons(nv) if nv is not None else []
 
@@ -197,6 +221,9 @@ class Collector:
         else:
             self._collect_nvml(samples, errors, info, gpus_by_pci)
         samples.append(Sample("exporter_info", info, 1))
+        samples.append(Sample("exporter_interval_seconds", {}, self.interval))
+        if self.expected_gpus:
+            samples.append(Sample("expected_devices", {}, self.expected_gpus))
         self._collect_xids(samples, gpus_by_pci)
         samples.append(Sample("up", {}, 0 if errors else 1))
         samples.append(Sample("scrape_error", {}, 1 if errors else 0))
@@ -268,6 +295,12 @@ class Collector:
         put("sm_clock_hertz", self._call("nvmlDeviceGetClockInfo", handle, nv.NVML_CLOCK_SM), 1000000)
         put("sm_clock_max_hertz", self._call("nvmlDeviceGetMaxClockInfo", handle, nv.NVML_CLOCK_SM), 1000000)
         put("memory_clock_hertz", self._call("nvmlDeviceGetClockInfo", handle, nv.NVML_CLOCK_MEM), 1000000)
+        # The link the slot and the card allow together (not the card's own maximum): below it means
+        # a riser, a bad slot or a link that trained down.
+        put("pcie_link_generation", self._call("nvmlDeviceGetCurrPcieLinkGeneration", handle))
+        put("pcie_link_max_generation", self._call("nvmlDeviceGetMaxPcieLinkGeneration", handle))
+        put("pcie_link_width", self._call("nvmlDeviceGetCurrPcieLinkWidth", handle))
+        put("pcie_link_max_width", self._call("nvmlDeviceGetMaxPcieLinkWidth", handle))
         mask = self._call("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if mask is None:
             mask = self._call("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
@@ -312,50 +345,61 @@ class Collector:
             self.initialised = False
 
 
-def _escape(value):
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def families(samples):
+    """Samples -> prometheus_client metric families, in METRICS order; names without samples are left out.
 
-
-def _number(value):
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, float):
-        return repr(round(value, 6)) if value != int(value) or abs(value) >= 1e15 else str(int(value))
-    return str(value)
-
-
-def render(samples):
-    """Prometheus text exposition format (version 0.0.4): HELP/TYPE, then the samples, grouped by name."""
+    A sample whose labels are not exactly its metric's label set in METRICS is a bug here, not
+    something to write: it raises ValueError (one name must carry one label set).
+    """
     by_name = {}
     for s in samples:
         by_name.setdefault(s.name, []).append(s)
-    lines = []
-    for name in METRICS:
+    out = []
+    for name, (kind, labels, help_text) in METRICS.items():
         if name not in by_name:
             continue
-        kind, help_text = METRICS[name]
-        full = PREFIX + name
-        lines.append("# HELP %s %s" % (full, help_text))
-        lines.append("# TYPE %s %s" % (full, kind))
+        if kind == "counter":  # prometheus_client adds the _total suffix back to counter samples
+            family = CounterMetricFamily(PREFIX + name[:-len("_total")], help_text, labels=labels)
+        else:
+            family = GaugeMetricFamily(PREFIX + name, help_text, labels=labels)
         for s in by_name[name]:
-            labels = ",".join('%s="%s"' % (k, _escape(v)) for k, v in s.labels.items())
-            lines.append("%s%s %s" % (full, "{%s}" % labels if labels else "", _number(s.value)))
-    return "\n".join(lines) + "\n"
+            if set(s.labels) != set(labels):
+                raise ValueError("%s%s: labels %s, expected %s" % (PREFIX, name, sorted(s.labels), list(labels)))
+            family.add_metric([str(s.labels[k]) for k in labels], float(s.value))
+        out.append(family)
+    unknown = sorted(set(by_name) - set(METRICS))
+    if unknown:
+        raise ValueError("metrics not in METRICS: %s" % ", ".join(unknown))
+    return out
 
 
-def write_atomically(directory, text):
-    """Replace directory/gpufleet_gpu.prom in one rename; readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix="." + FILE_NAME + ".", dir=directory)  # no .prom suffix: node_exporter skips it
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fchmod(fh.fileno(), 0o644)
-        os.replace(tmp, os.path.join(directory, FILE_NAME))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+class Snapshot:
+    """The registry's only collector: the families of the last finished pass. A scrape (file or
+    HTTP) reads them as they are, so it never waits for NVML or sees half a pass."""
+
+    def __init__(self, fams=()):
+        self.families = list(fams)
+
+    def collect(self):
+        return list(self.families)  # one reference read: a pass replaces the whole list at once
+
+
+def registry_with(snapshot):
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(snapshot)
+    return registry
+
+
+def render(samples):
+    """Prometheus text exposition format (version 0.0.4), as prometheus_client writes it."""
+    return generate_latest(registry_with(Snapshot(families(samples)))).decode("utf-8")
+
+
+def write_textfile(directory, registry):
+    """Replace directory/gpufleet_gpu.prom in one rename (prometheus_client's writer: a temporary file
+    named gpufleet_gpu.prom.<pid>.<thread>, which node_exporter skips, then rename); readers never
+    see half a file."""
+    write_to_textfile(os.path.join(directory, FILE_NAME), registry)
 
 
 def check_bind(address):
@@ -370,30 +414,9 @@ def check_bind(address):
     raise ValueError("--http-bind must be a loopback address (127.0.0.0/8, ::1 or localhost), got %r" % address)
 
 
-def serve(bind, port, latest):
-    """Serve latest['text'] at /metrics on bind:port from a daemon thread; returns the server."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            if self.path.split("?")[0] not in ("/", "/metrics"):
-                self.send_error(404)
-                return
-            body = latest["text"].encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    class Server(http.server.ThreadingHTTPServer):
-        address_family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        daemon_threads = True
-
-    server = Server((bind, port), Handler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+def serve(bind, port, registry):
+    """Serve REGISTRY on bind:port (prometheus_client's HTTP server, a daemon thread); returns the server."""
+    server, _thread = start_http_server(port, addr=bind, registry=registry)
     return server
 
 
@@ -406,13 +429,15 @@ def load_pynvml():
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--textfile-dir", default="/var/lib/gpufleet/textfile",
                    help="folder node_exporter's textfile collector reads (absolute)")
     p.add_argument("--interval", type=float, default=15.0, help="seconds between passes (> 0)")
     p.add_argument("--http-port", type=int, default=0, help="serve /metrics on this port too; 0: off")
     p.add_argument("--http-bind", default="127.0.0.1", help="loopback address of the endpoint")
     p.add_argument("--kernel-log", default="/dev/kmsg", help="Xid source: /dev/kmsg or a log file; '' off")
+    p.add_argument("--expected-gpus", type=int, default=0,
+                   help="GPUs rented on this host (gpufleet_gpu_expected_devices); 0: not known, no series")
     p.add_argument("--once", action="store_true", help="one pass: write the file (or stdout with --stdout), then exit")
     p.add_argument("--stdout", action="store_true", help="with --once, print the text instead of writing the file")
     args = p.parse_args(argv)
@@ -420,6 +445,8 @@ def parse_args(argv):
         p.error("--interval must be > 0, got %s" % args.interval)
     if not os.path.isabs(args.textfile_dir):
         p.error("--textfile-dir must be an absolute path, got %r" % args.textfile_dir)
+    if not 0 <= args.expected_gpus <= 64:
+        p.error("--expected-gpus must be 0 (not known) to 64, got %d" % args.expected_gpus)
     if not 0 <= args.http_port < 65536:
         p.error("--http-port must be 0 (off) or 1-65535, got %d" % args.http_port)
     try:
@@ -436,36 +463,41 @@ def log(message):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if PROMETHEUS_CLIENT_ERROR:
+        log("cannot start: prometheus_client is missing (%s); install the pinned prometheus-client into this "
+            "venv (the gpu_monitoring role does: gpu_monitoring_prometheus_client_version)" % PROMETHEUS_CLIENT_ERROR)
+        return 1
+    os.umask(0o022)  # the textfile must be world-readable for node_exporter, whatever umask supervisord gives
     nv, nv_error = load_pynvml()
-    collector = Collector(nv, nv_error, KernelLog(args.kernel_log))
+    collector = Collector(nv, nv_error, KernelLog(args.kernel_log), args.interval, args.expected_gpus)
+    snapshot = Snapshot()
+    registry = registry_with(snapshot)
     if args.once:
         samples, errors = collector.collect()
-        text = render(samples)
+        snapshot.families = families(samples)
         if args.stdout:
-            sys.stdout.write(text)
+            sys.stdout.write(generate_latest(registry).decode("utf-8"))
         else:
-            write_atomically(args.textfile_dir, text)
+            write_textfile(args.textfile_dir, registry)
         for code, message in errors:
             log("%s: %s" % (code, message))
         return 0
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    latest = {"text": ""}
     last_errors, last_log_reason = None, None
-    log("started: every %gs into %s/%s%s" % (args.interval, args.textfile_dir, FILE_NAME,
-                                               ", http://%s:%d/metrics" % (args.http_bind, args.http_port)
-                                               if args.http_port else ""))
+    endpoint = ", http://%s:%d/metrics" % (args.http_bind, args.http_port) if args.http_port else ""
+    log("started: every %gs into %s/%s%s" % (args.interval, args.textfile_dir, FILE_NAME, endpoint))
     server = None
     while not stop.is_set():
         samples, errors = collector.collect()
-        latest["text"] = render(samples)
+        snapshot.families = families(samples)
         try:
-            write_atomically(args.textfile_dir, latest["text"])
+            write_textfile(args.textfile_dir, registry)
         except OSError as exc:
             errors = errors + [("textfile_write_failed", str(exc))]
-        if server is None and args.http_port:
-            server = serve(args.http_bind, args.http_port, latest)
+        if server is None and args.http_port:  # after the first pass: never an empty scrape
+            server = serve(args.http_bind, args.http_port, registry)
         # Log a failure once when it starts and once when it ends: no log flood while it lasts.
         if errors != last_errors:
             for code, message in errors:
@@ -480,6 +512,7 @@ def main(argv=None):
         stop.wait(args.interval)
     if server is not None:
         server.shutdown()
+        server.server_close()
     collector._shutdown()
     return 0
 
