@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module gpu_doctor: why CUDA does not work on this host, from evidence."""
 
 DOCUMENTATION = r"""
@@ -14,6 +17,11 @@ description:
     C(LD_LIBRARY_PATH) as a login gets them (process environment, C(/etc/environment), the login shell), the CUDA
     toolkit layout (C(/usr/local/cuda), ld.so.conf, shadowing paths), NVSwitch presence and the fabric
     manager's state, Xid lines from the kernel log, persistence mode and container detection.
+  - The renter's checks - two looks at each GPU's compute processes and memory some seconds apart (another
+    tenant's processes, or memory held with no process while none of this host's CUDA programs uses the GPU),
+    GPU device nodes that no longer open (a container that lost its GPUs), MIG mode and the memory NVML reports
+    against the GPU's datasheet (a slice or a share), NVML's recovery action, the cgroup CPU quota and
+    C(pids.max) against the visible CPUs, the size of C(/dev/shm), and what the provider's listing claims.
   - Applies the rules of C(module_utils/gpufleet/doctor_rules.py) (reference page C(docs/doctor-rules.md))
     and returns C(ansible_facts.gpu_doctor) - status, findings (code, severity, remedy class, evidence,
     meaning, remedy) and what no rule could classify, with the raw evidence.
@@ -22,7 +30,7 @@ description:
     those libraries are called, and the ones that appeared are in C(evidence.device_nodes_created_by_probes).
 version_added: "0.1.0"
 author:
-  - gpufleet contributors
+  - gpufleet maintainers (@gpufleet)
 options:
   python:
     description:
@@ -59,17 +67,44 @@ options:
         with the file that sets it.
       - Default, the user that became root (C(SUDO_USER)), else the account the module runs as.
     type: str
+  sample_interval:
+    description:
+      - Seconds between the two looks at each GPU's processes and memory. A job of this host that was starting at
+        the first look holds the GPU at the second, so it is not taken for another tenant.
+      - C(0) takes one look only, which cannot tell another tenant from a job starting; that check is then off.
+    type: int
+    default: 3
+  provider_claims:
+    description:
+      - What the provider's listing says of this host, compared with what NVML finds (finding
+        C(provider_claim_mismatch)). The inventory plugins set C(gpufleet_claimed_gpu_model) and, for vast.ai,
+        C(gpufleet_provider_driver_version) and C(gpufleet_provider_cuda_max_good); the GPU count is
+        O(expected_gpu_count).
+    type: dict
+    suboptions:
+      provider:
+        description: Provider name, for the finding's evidence.
+        type: str
+      gpu_model:
+        description: GPU model as listed (C(RTX 4090), C(H100 SXM), C(NVIDIA H100 80GB HBM3)); compared by chip.
+        type: str
+      gpu_memory_mib:
+        description: Memory per GPU as listed, in MiB.
+        type: int
+      driver_version:
+        description: NVIDIA driver version as listed.
+        type: str
+      cuda_version:
+        description: Highest CUDA version the listing says the driver supports (C(12.4)).
+        type: str
 requirements:
   - nvidia-ml-py in the interpreter that runs the module (optional; without it nvidia-smi is used)
 notes:
   - Supports check mode; the module never changes anything.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment:
+  - gpufleet_attributes
+  - gpufleet_attributes.facts
+  - gpufleet_attributes.facts_module
 """
 
 EXAMPLES = r"""
@@ -78,6 +113,15 @@ EXAMPLES = r"""
     expected_gpu_count: 8
   vars:
     ansible_python_interpreter: /opt/gpufleet/venv/bin/python
+
+- name: Ask the doctor, with what the provider's listing claims (host vars of the inventory plugins)
+  gpu_doctor:
+    expected_gpu_count: "{{ gpufleet_expected_gpu_count | default(omit) }}"
+    provider_claims:
+      provider: "{{ gpufleet_provider | default(omit) }}"
+      gpu_model: "{{ gpufleet_claimed_gpu_model | default(omit) }}"
+      driver_version: "{{ gpufleet_provider_driver_version | default(omit) }}"
+      cuda_version: "{{ gpufleet_provider_cuda_max_good | default(omit) }}"
 
 - name: Say why CUDA is unusable
   ansible.builtin.debug:
@@ -108,7 +152,7 @@ ansible_facts:
           type: bool
         findings:
           description: One per rule that matched - code, severity (critical, warning, info), remedy_class
-            (fixable, reboot, provider, unknown), evidence, meaning, remedy.
+            (fixable, restart_container, reboot, provider, unknown), evidence, meaning, remedy.
           type: list
           elements: dict
         fixable:
@@ -174,6 +218,10 @@ def main():
             kernel_log=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
             login_user=dict(type="str"),
+            sample_interval=dict(type="int", default=3),
+            provider_claims=dict(type="dict", options=dict(
+                provider=dict(type="str"), gpu_model=dict(type="str"), gpu_memory_mib=dict(type="int"),
+                driver_version=dict(type="str"), cuda_version=dict(type="str"))),
         ),
         supports_check_mode=True,
     )
@@ -182,6 +230,9 @@ def main():
         module.fail_json(msg="expected_gpu_count must be from 0 to 64, got %s" % p["expected_gpu_count"])
     if not 1 <= p["timeout"] <= 600:
         module.fail_json(msg="timeout must be from 1 to 600 seconds, got %s" % p["timeout"])
+    if not 0 <= p["sample_interval"] <= 60:
+        module.fail_json(msg="sample_interval must be from 0 to 60 seconds, got %s. Nothing was changed."
+                         % p["sample_interval"])
     start = time.monotonic()
     run = _runner(module, p["timeout"])
     host = doctor_probe.Host(run)
@@ -189,6 +240,8 @@ def main():
     try:
         gpu = gpufacts.gpu_facts(pynvml, lambda: run([p["nvidia_smi_path"], "-q", "-x"]))
         gpufacts.explain_without_driver(gpu, os.path.exists)
+        # Before the torch and cuInit probes: their CUDA contexts must not show up as GPU users.
+        renter = doctor_probe.nvml_renter_evidence(pynvml, host, p["sample_interval"])
         kernel_log = doctor_probe.read_kernel_log(host) if p["kernel_log"] else None
         nvml = doctor_probe.nvml_evidence(gpu)
         tk = cudatk.collect(cudatk.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
@@ -197,7 +250,8 @@ def main():
         evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
                                        cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
                                        gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes,
-                                       login_user=p["login_user"] or os.environ.get("SUDO_USER") or None)
+                                       login_user=p["login_user"] or os.environ.get("SUDO_USER") or None,
+                                       renter_nvml=renter, provider_claims=p["provider_claims"])
         result = doctor_probe.examine(evidence)
     except Exception:
         module.fail_json(msg="gpu_doctor failed while gathering evidence (a bug, please report it)",

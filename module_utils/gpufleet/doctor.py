@@ -34,6 +34,22 @@ never read as "absent"):
 ``kernel_log``           ``hostctx.parse_kernel_log()`` result (Xid events, NVRM messages).
 ``expected_gpu_count``   int|None (what was rented).
 ``in_container``         bool|None (hostctx's container detection).
+``device_open_errors``   ``{node: errno name}`` of the /dev/nvidiaN and /dev/nvidiactl nodes that would not open
+                         read-only ({} = all opened; EPERM = the cgroup device rules deny them).
+``shm_size_mib``         size of /dev/shm (int) or None.
+``cgroup``               ``{"version": 1|2|None, "cpu_quota": CPUs|None, "cpu_max", "cpu_max_at", "pids_max":
+                         int|None, "pids_max_at", "visible_cpus": int|None}`` (doctor_probe.cgroup_limits); None
+                         for a limit means "max" or no such file.
+``gpu_state``            per GPU from NVML: ``{"index", "name", "minor_number", "memory_total_mib", "mig_mode":
+                         "enabled"|"disabled"|None, "mig_devices": [{"name", "memory_total_mib"}]|None,
+                         "recovery_action": int|None}`` (nvmlGpuRecoveryAction_t; doctor_rules.RECOVERY_ACTIONS).
+``gpu_usage``            ``{"interval_s", "samples": [{"gpus": [{"index", "memory_used_mib" (v2, without the
+                         driver's reservation), "memory_reserved_mib", "memory_used_v1_mib", "processes":
+                         [{"pid", "used_memory_mib"}]}], "cuda_processes": [{"pid", "comm", "minors"}]|None}],
+                         "error"}``: two looks seconds apart; ``cuda_processes`` are this PID namespace's programs
+                         holding /dev/nvidia-uvm (None: /proc could not be read).
+``provider_claims``      ``{"provider", "gpu_model", "gpu_memory_mib", "driver_version", "cuda_version"}`` from the
+                         provider's listing (the inventory plugins' host vars); None = nothing claimed.
 ``gpu_expected``         bool|None: whether this host is meant to have GPUs (the inventory says so).
                          None = derive it: a rented GPU count above 0, GPUs seen by NVML, GPU device
                          nodes, a loaded or installed NVIDIA driver, a CUDA torch build or a torch text
@@ -49,9 +65,19 @@ in ``unknown``.
 
 import re
 
-from .doctor_rules import CU_RESULTS, REMEDY_CLASSES, RULES, TEXT_CODES_NEEDING_CONTEXT, TORCH_ERROR_PATTERNS
-from .doctor_rules import cuda_from_int as cuda_from_int  # re-exported for callers
-from .doctor_rules import found_version as found_version  # re-exported for callers
+from . import doctor_rules as _doctor_rules
+from .doctor_rules import (
+    CU_RESULTS,
+    REMEDY_CLASSES,
+    RULES,
+    TEXT_CODES_NEEDING_CONTEXT,
+    TORCH_ERROR_PATTERNS,
+    model_tokens,
+)
+
+# Re-exported for callers (doctor.cuda_from_int, doctor.found_version); they live in doctor_rules.
+cuda_from_int = _doctor_rules.cuda_from_int
+found_version = _doctor_rules.found_version
 
 SCHEMA = 1
 # NVML / nvidia-smi error codes that only say the NVIDIA user space is not installed.
@@ -234,6 +260,9 @@ def _unknowns(v, findings, blocking):
             and nvml.get("error_code") not in NO_NVIDIA_STACK_CODES):
         out.append({"what": "nvml_init_failed", "evidence": {"error_code": nvml.get("error_code"),
                                                              "error_text": nvml.get("error_text")}})
+    model = (v.get("provider_claims") or {}).get("gpu_model")
+    if model and not model_tokens(model):
+        out.append({"what": "provider_claim_model_unparsed", "evidence": {"gpu_model": model}})
     if v["proc_driver_text"].strip() and v["driver"] is None:
         out.append({"what": "proc_driver_version_unparsed", "evidence": {"text": v["proc_driver_text"][:500]}})
     for x, n in sorted(v["xid_counts"].items()):
@@ -299,7 +328,8 @@ def render_rules_markdown():
              "| code | severity | remedy class | meaning | remedy | source |",
              "|---|---|---|---|---|---|"]
     for r in RULES:
-        remedy_class = r["remedy_class"] + (" (provider in a container)" if r["remedy_class_of"] else "")
+        remedy_class = r["remedy_class"] + (" (%s)" % getattr(r["remedy_class_of"], "doc", "depends on the host")
+                                            if r["remedy_class_of"] else "")
         lines.append("| `%s` | %s | %s | %s | %s | %s |" % (
             r["code"], r["severity"], remedy_class, _md(r["meaning"]), _md(r["remedy"]), _md(r["source"])))
     lines += ["", "## Recognised torch / CUDA error texts", "", "| text code | source |", "|---|---|"]

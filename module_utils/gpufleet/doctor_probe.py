@@ -7,18 +7,21 @@ Programs that could hang or crash (libcuda's cuInit, importing torch) run in chi
 under a timeout.
 """
 
+import errno
 import glob
 import json
 import os
 import re
+import time
 
-from . import cudatk, doctor, facts, hostctx
+from . import cudatk, doctor, facts, hostctx, nvml
+from .doctor_rules import HELD_MEMORY_MIB, THREAD_ENV_KEYS
 
 DEV_GLOB = "/dev/nvidia*"
 PROC_MODULES = "/proc/modules"
 PROC_DRIVER = "/proc/driver/nvidia/version"
 ETC_ENVIRONMENT = cudatk.ETC_ENVIRONMENT  # the file pam_env applies to every login
-ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES")
+ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES") + THREAD_ENV_KEYS
 # What a login shell reads, in order (pam_env's file first): the last file that assigns a variable set it.
 # Per-user files are those of the login user's home (~ stands for it).
 LOGIN_FILES = ("/etc/environment", "/etc/profile", "/etc/profile.d/*.sh", "/etc/bash.bashrc",
@@ -35,6 +38,13 @@ FM_UNITS = ("/lib/systemd/system/nvidia-fabricmanager.service", "/usr/lib/system
             "/etc/systemd/system/nvidia-fabricmanager.service")
 FM_BINARIES = ("/usr/bin/nv-fabricmanager", "/usr/sbin/nv-fabricmanager")
 FM_PROCESS = "nv-fabricmanager"
+SHM_PATH = "/dev/shm"  # noqa: S108 - its size is read, no file is made
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_SELF_CGROUP = "/proc/self/cgroup"
+UVM_NODE = "/dev/nvidia-uvm"
+# Seconds between the two looks at each GPU's processes and memory: a job of the renter's that was starting at
+# the first look holds the GPU (and shows as ours) at the second, so it is not taken for another tenant.
+SAMPLE_INTERVAL_S = 3
 
 # Run in the target interpreter: what torch itself says about CUDA. Prints one JSON object.
 TORCH_PROBE = r'''
@@ -130,6 +140,67 @@ class Host:
     @staticmethod
     def environ():
         return dict(os.environ)
+
+    @staticmethod
+    def shm_mib():
+        """Size of /dev/shm in MiB, or None when it cannot be read."""
+        try:
+            return hostctx.shm_mib(os.statvfs(SHM_PATH))
+        except OSError:
+            return None
+
+    @staticmethod
+    def visible_cpus():
+        """CPUs this process may run on (what torch and OpenMP size their thread pools by), or None."""
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count()
+
+    @staticmethod
+    def open_error(path):
+        """errno name of opening ``path`` read-only (EPERM: the cgroup device rules deny it), None when it opens."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            return errno.errorcode.get(exc.errno, str(exc.errno))
+        os.close(fd)
+        return None
+
+    @staticmethod
+    def gpu_holders():
+        """{pid: {"comm", "nodes": [/dev/nvidia* paths it has open]}} of the processes this namespace shows, without
+        this process; None when /proc cannot be listed. A process whose descriptors cannot be read is left out."""
+        me = os.getpid()
+        try:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return None
+        out = {}
+        for pid in pids:
+            if pid == me:
+                continue
+            fd_dir = "/proc/%d/fd" % pid
+            try:
+                fds = os.listdir(fd_dir)
+            except OSError:
+                continue
+            nodes = set()
+            for fd in fds:
+                try:
+                    target = os.readlink(os.path.join(fd_dir, fd))
+                except OSError:
+                    continue
+                if target.startswith("/dev/nvidia"):
+                    nodes.add(target)
+            if nodes:
+                try:
+                    with open("/proc/%d/comm" % pid) as fh:
+                        comm = fh.read().strip()
+                except OSError:
+                    comm = None
+                out[pid] = {"comm": comm, "nodes": sorted(nodes)}
+        return out
 
     @staticmethod
     def proc_comms():
@@ -327,6 +398,217 @@ def probe_fabric_manager(host, systemd):
     return "running" if FM_PROCESS in comms or FM_PROCESS[:15] in comms else "stopped"
 
 
+def _cgroup_v2_dirs(host):
+    """The cgroup v2 folders of this process, leaf first, up to the root (limits of every ancestor apply)."""
+    text = host.read(PROC_SELF_CGROUP) or ""
+    path = next((line[3:].strip() for line in text.splitlines() if line.startswith("0::")), None)
+    if path is None:
+        return []
+    parts = [p for p in path.split("/") if p and p != ".."]
+    dirs = [CGROUP_ROOT + "/" + "/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    return dirs + [CGROUP_ROOT]
+
+
+def _int_or_none(text):
+    text = (text or "").strip()
+    return int(text) if re.match(r"^-?\d+$", text) else None
+
+
+def cgroup_limits(host):
+    """CPU quota (in CPUs) and pids.max that apply to this process, from cgroup v2 (every level up to the root,
+    the tightest wins) or v1; with the CPUs the process sees. A missing file or "max" is no limit (None)."""
+    out = {"version": None, "cpu_quota": None, "cpu_max": None, "pids_max": None, "pids_max_at": None,
+           "cpu_max_at": None, "visible_cpus": host.visible_cpus()}
+    dirs = _cgroup_v2_dirs(host)
+    if dirs and host.exists(CGROUP_ROOT + "/cgroup.controllers"):
+        out["version"] = 2
+        for d in dirs:
+            text = (host.read(d + "/cpu.max") or "").strip()
+            quota = hostctx.parse_cpu_max(text)
+            if quota is not None and (out["cpu_quota"] is None or quota < out["cpu_quota"]):
+                out.update(cpu_quota=quota, cpu_max=text, cpu_max_at=d + "/cpu.max")
+            pids = _int_or_none(host.read(d + "/pids.max"))
+            if pids is not None and (out["pids_max"] is None or pids < out["pids_max"]):
+                out.update(pids_max=pids, pids_max_at=d + "/pids.max")
+        return out
+    quota = _int_or_none(host.read(CGROUP_ROOT + "/cpu/cpu.cfs_quota_us"))
+    period = _int_or_none(host.read(CGROUP_ROOT + "/cpu/cpu.cfs_period_us"))
+    pids = _int_or_none(host.read(CGROUP_ROOT + "/pids/pids.max"))
+    if quota is not None or pids is not None:
+        out["version"] = 1
+    if quota is not None and quota > 0 and period:
+        out.update(cpu_quota=round(quota / float(period), 2), cpu_max="%d %d" % (quota, period),
+                   cpu_max_at=CGROUP_ROOT + "/cpu/cpu.cfs_quota_us")
+    if pids is not None:
+        out.update(pids_max=pids, pids_max_at=CGROUP_ROOT + "/pids/pids.max")
+    return out
+
+
+def device_open_errors(host, nodes):
+    """{node: errno name} for the GPU nodes and /dev/nvidiactl that do not open; {} when all open."""
+    want = [n for n in nodes or () if re.match(r"^/dev/nvidia(?:\d+|ctl)$", n)]
+    errors = {}
+    for node in want:
+        err = host.open_error(node)
+        if err:
+            errors[node] = err
+    return errors
+
+
+def cuda_processes(holders):
+    """The processes of ``gpu_holders`` that are CUDA programs (they hold /dev/nvidia-uvm, which NVML clients such
+    as nvidia-smi or an exporter never open), each with the minor numbers of the /dev/nvidiaN they hold."""
+    if holders is None:
+        return None
+    out = []
+    for pid, h in sorted(holders.items()):
+        nodes = h.get("nodes") or ()
+        if UVM_NODE not in nodes:
+            continue
+        minors = sorted(int(n[len("/dev/nvidia"):]) for n in nodes if re.match(r"^/dev/nvidia\d+$", n))
+        out.append({"pid": pid, "comm": h.get("comm"), "minors": minors})
+    return out
+
+
+_MIB = 1024 * 1024
+
+
+class _Nvml:
+    """pynvml calls that never raise: an absent function or field is None, other errors are kept by name."""
+
+    def __init__(self, nv):
+        self.nv = nv
+        self.errors = {}
+
+    def __call__(self, what, fn_name, *args, **kwargs):
+        fn = getattr(self.nv, fn_name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # pynvml raises NVMLError subclasses
+            code = nvml_error_code(exc)
+            if code not in ("not_supported", "nvml_function_not_found", "not_found", "invalid_argument"):
+                self.errors[what] = code
+            return None
+
+
+def nvml_error_code(exc):
+    value = getattr(exc, "value", None)
+    return {2: "invalid_argument", 3: "not_supported", 6: "not_found", 13: "nvml_function_not_found"}.get(
+        value) or nvml.error_code_for(exc)
+
+
+def _mib(value):
+    return int(value) // _MIB if isinstance(value, int) else None
+
+
+def _gpu_state(call, nv, index, handle):
+    name = call("name", "nvmlDeviceGetName", handle)
+    state = {"index": index, "name": name.decode() if isinstance(name, bytes) else name,
+             "minor_number": call("minor_number", "nvmlDeviceGetMinorNumber", handle),
+             "memory_total_mib": None, "mig_mode": None, "mig_devices": None, "recovery_action": None}
+    mem = call("memory", "nvmlDeviceGetMemoryInfo", handle)
+    if mem is not None:
+        state["memory_total_mib"] = _mib(getattr(mem, "total", None))
+    mig = call("mig_mode", "nvmlDeviceGetMigMode", handle)
+    if mig:
+        state["mig_mode"] = "enabled" if int(mig[0]) else "disabled"
+        if int(mig[0]):
+            devices = []
+            for i in range(int(call("mig_devices", "nvmlDeviceGetMaxMigDeviceCount", handle) or 0)):
+                mh = call("mig_devices", "nvmlDeviceGetMigDeviceHandleByIndex", handle, i)
+                if mh is None:
+                    continue
+                mname = call("mig_devices", "nvmlDeviceGetName", mh)
+                mmem = call("mig_devices", "nvmlDeviceGetMemoryInfo", mh)
+                devices.append({"name": mname.decode() if isinstance(mname, bytes) else mname,
+                                "memory_total_mib": _mib(getattr(mmem, "total", None)) if mmem is not None else None})
+            state["mig_devices"] = devices
+    field = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)
+    values = call("recovery_action", "nvmlDeviceGetFieldValues", handle, [field])
+    if values:
+        v = values[0]
+        if getattr(v, "nvmlReturn", None) == 0:
+            state["recovery_action"] = int(v.value.uiVal)
+    return state
+
+
+def _usage(call, nv, index, handle):
+    used = reserved = None
+    v2 = getattr(nv, "nvmlMemory_v2", None)
+    mem = call("memory_v2", "nvmlDeviceGetMemoryInfo", handle, version=v2) if v2 else None
+    if mem is not None:
+        used, reserved = _mib(getattr(mem, "used", None)), _mib(getattr(mem, "reserved", None))
+    v1_used = None
+    if mem is None:
+        mem1 = call("memory", "nvmlDeviceGetMemoryInfo", handle)
+        v1_used = _mib(getattr(mem1, "used", None)) if mem1 is not None else None
+    procs = call("processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+    return {"index": index, "memory_used_mib": used, "memory_reserved_mib": reserved,
+            "memory_used_v1_mib": v1_used,
+            "processes": None if procs is None else [
+                {"pid": getattr(p, "pid", None), "used_memory_mib": _mib(getattr(p, "usedGpuMemory", None))}
+                for p in procs]}
+
+
+def _worth_a_second_look(sample):
+    """Whether the first look shows a process or memory in use on some GPU: only then can the second look find
+    another tenant, so an idle host does not wait ``interval`` seconds for nothing."""
+    for g in sample.get("gpus") or ():
+        used = g.get("memory_used_mib") if g.get("memory_used_mib") is not None else g.get("memory_used_v1_mib")
+        if g.get("processes") or g.get("processes") is None or used is None or used >= HELD_MEMORY_MIB:
+            return True
+    return False
+
+
+def nvml_renter_evidence(nv, host, interval=SAMPLE_INTERVAL_S, sleep=time.sleep):
+    """(gpu_state, gpu_usage) through NVML, for the renter's checks; never raises.
+
+    ``gpu_state``: per GPU its name, minor number, total memory, MIG mode and instances, and NVML's recovery
+    action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION). ``gpu_usage``: two looks ``interval`` seconds apart at each
+    GPU's compute processes and memory (v2: used without the driver's reservation), each with the CUDA
+    processes of this PID namespace (``cuda_processes``). NVML does not know PID namespaces: in a container it
+    lists every process on the GPU by its host PID (NVIDIA/nvidia-docker #1483), so a process is told ours by
+    its PID only where the namespaces agree, else by counting our own CUDA processes on that GPU.
+    """
+    usage = {"interval_s": interval, "samples": [], "error": None}
+    if nv is None:
+        usage["error"] = "pynvml is not available"
+        return None, usage
+    try:
+        nv.nvmlInit()
+    except Exception as exc:
+        usage["error"] = "nvmlInit failed: %s" % nvml_error_code(exc)
+        return None, usage
+    call = _Nvml(nv)
+    try:
+        count = int(call("gpu_count", "nvmlDeviceGetCount") or 0)
+        handles = [(i, call("handle", "nvmlDeviceGetHandleByIndex", i)) for i in range(count)]
+        handles = [(i, h) for i, h in handles if h is not None]
+        state = [_gpu_state(call, nv, i, h) for i, h in handles]
+        looks = 2 if interval and interval > 0 else 1
+        for n in range(looks):
+            if n:
+                if not _worth_a_second_look(usage["samples"][0]):
+                    usage["second_look"] = "skipped: the first look found no process and no memory in use"
+                    break
+                sleep(interval)
+            gpus = [_usage(call, nv, i, h) for i, h in handles]
+            usage["samples"].append({"gpus": gpus, "cuda_processes": cuda_processes(host.gpu_holders())})
+    except Exception as exc:  # defensive: the renter's checks must not lose the rest of the evidence
+        usage["error"] = "NVML query failed: %r" % exc
+        state = None
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # noqa: S110 - shutting down is best effort
+            pass
+    if call.errors:
+        usage["nvml_errors"] = dict(call.errors)
+    return state, usage
+
+
 def _gpus(gpu_facts):
     out = []
     for g in gpu_facts.get("gpus") or ():
@@ -353,12 +635,14 @@ def in_container(host):
 
 
 def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None, expected_gpu_count=None,
-           gpu_expected=None, timeout=120, device_nodes=None, login_user=None):
+           gpu_expected=None, timeout=120, device_nodes=None, login_user=None, renter_nvml=None, provider_claims=None):
     """The doctor's evidence for this host. ``gpu_facts``: facts.gpu_facts() output (NVML / nvidia-smi).
 
     ``device_nodes``: the /dev/nvidia* nodes listed before NVML or libcuda were called - run as root, the
     driver's user-space libraries create missing nodes themselves (mknod, or nvidia-modprobe); the nodes that
-    appeared while probing are listed in ``device_nodes_created_by_probes``.
+    appeared while probing are listed in ``device_nodes_created_by_probes``. ``renter_nvml``: the
+    (gpu_state, gpu_usage) pair of ``nvml_renter_evidence``, taken before any probe started a CUDA program.
+    ``provider_claims``: what the provider's listing says of the host (doctor.py, ``provider_claims``).
     """
     errors = []
     ev = {"expected_gpu_count": expected_gpu_count, "gpu_expected": gpu_expected}
@@ -391,6 +675,12 @@ def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None
         errors.append("nvswitch/fabric manager probe failed: %r" % exc)
     ev["kernel_log"] = facts.kernel_log_facts(kernel_log) if kernel_log is not None else None
     ev["in_container"] = in_container(host)
+    ev["device_open_errors"] = device_open_errors(host, ev["device_nodes"])
+    ev["shm_size_mib"] = host.shm_mib()
+    ev["cgroup"] = cgroup_limits(host)
+    if renter_nvml is not None:
+        ev["gpu_state"], ev["gpu_usage"] = renter_nvml
+    ev["provider_claims"] = {k: v for k, v in (provider_claims or {}).items() if v not in (None, "")} or None
     ev["device_nodes_created_by_probes"] = sorted(set(host.glob(DEV_GLOB)) - set(ev["device_nodes"]))
     ev["probe_errors"] = errors
     return ev

@@ -14,6 +14,8 @@ the rules know. Nothing in this file reads the host.
 
 import re
 
+from . import specs
+from .audit import SHM_MIN_MIB
 from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1", the same encoding as NVML's
 from .torchcompat import CUDA_VARIANTS, InvalidInput, parse_driver
 
@@ -22,7 +24,10 @@ DESIGN = "shared/DESIGN.md 'The doctor'"
 TE = "fixtures torch_errors/"
 
 SEVERITIES = ("critical", "warning", "info")
-REMEDY_CLASSES = ("fixable", "reboot", "provider", "unknown")
+# fixable: software on this host can fix it; restart_container: the renter recreates / restarts the container
+# (the provider's console or API), nothing inside it can; reboot: the machine must restart; provider: the
+# machine's owner must act, or the rental goes back.
+REMEDY_CLASSES = ("fixable", "restart_container", "reboot", "provider", "unknown")
 
 # CUresult values of cuInit (cuda.h). Anything else is reported as unknown.
 CU_RESULTS = {
@@ -149,9 +154,9 @@ def m_arch_missing_from_wheel(v):
     if arch_list:
         missing = [g for g in v["gpus"] if g.get("cc") and not _sm_covers(arch_list, g["cc"])]
         if missing:
-            out.update(arch_list=list(arch_list), gpus=[{"index": g.get("index"), "name": g.get("name"),
-                                                        "compute_capability": g.get("compute_capability")}
-                                                       for g in missing])
+            out.update(arch_list=list(arch_list), gpus=[
+                {"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability")}
+                for g in missing])
     text = _text_hit(v, "no_kernel_image")
     if text:
         out["torch_text"] = text["no_kernel_image"]
@@ -376,6 +381,271 @@ def host_side_in_container(v):
     return "provider" if v.get("in_container") else "fixable"
 
 
+host_side_in_container.doc = "provider in a container"
+
+
+def container_setting(v):
+    """Remedy class of a limit the container was started with (--shm-size, --pids-limit): a new container fixes
+    it; on a VM or bare metal it is this host's own setting."""
+    return "restart_container" if v.get("in_container") else "fixable"
+
+
+container_setting.doc = "restart_container in a container"
+
+
+def machine_restart(v):
+    """Remedy class of a GPU reset or reboot: the renter of a VM or a machine does it, a container's renter cannot."""
+    return "provider" if v.get("in_container") else "reboot"
+
+
+machine_restart.doc = "provider in a container"
+
+
+# ----------------------------------------------------------------------------- the renter's checks
+# Sources of the thresholds below: shared/reference/ecosystem.md "Rented-host checks" names the checks; the
+# figures are ours unless a source is named.
+ECOSYSTEM = "shared/reference/ecosystem.md 'Rented-host checks'"
+CTK_48 = "https://github.com/NVIDIA/nvidia-container-toolkit/issues/48"
+# canhazgpu counts a GPU with more than 100 MB used as in use (russellb/canhazgpu docs/features-unauthorized.md);
+# a CUDA context alone takes several hundred MiB, and an idle GPU's v2 "used" (without the driver's reservation)
+# is a few MiB.
+HELD_MEMORY_MIB = 100
+# A quota below half the visible CPUs is "far below": torch, OpenMP and MKL size their pools by the visible CPUs
+# and the quota then throttles them (vast-ai/base-image test 56-cpu-thread-limits checks the same two limits).
+CPU_QUOTA_FRACTION = 0.5
+# pids.max counts threads: every process (and every DataLoader worker) starts one OpenMP thread per visible CPU
+# unless OMP_NUM_THREADS says otherwise, so a few workers on a large machine reach a limit of this size.
+PIDS_MAX_LOW = 1024
+# NVML reports 97-100 % of the datasheet memory for a whole GPU (H100 80GB 81559 MiB, H200 143771 MiB of
+# 141 GB, RTX 4090 24564 MiB of 24 GB; tests/fakenvml profiles): well below that is a share or another card.
+WHOLE_GPU_FRACTION = 0.9
+# The thread-pool sizes of OpenMP, MKL, OpenBLAS and numexpr (the probe reads them from the login environment).
+THREAD_ENV_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+# nvmlGpuRecoveryAction_t (nvml.h; pynvml NVML_GPU_RECOVERY_ACTION_*): what the driver says the GPU needs, and
+# what the renter does about it.
+RECOVERY_ACTIONS = {
+    0: ("NONE", None),
+    1: ("GPU_RESET", "reset the GPU (nvidia-smi -r -i N with no process on it) or reboot"),
+    2: ("NODE_REBOOT", "reboot the machine"),
+    3: ("DRAIN_P2P", "stop the multi-GPU (peer-to-peer) jobs, then reset the GPU or reboot"),
+    4: ("DRAIN_AND_RESET", "stop the jobs on the GPU, then reset it or reboot"),
+    5: ("RECOVER_IMEX_DOMAIN", "the provider must recover the NVLink / IMEX domain"),
+    6: ("BUS_RESET", "reset the GPU's PCIe bus: reboot the machine"),
+    7: ("SYSTEM_REBOOT", "reboot the machine"),
+}
+
+
+def _gpu_minor(v, index):
+    for g in v.get("gpu_state") or ():
+        if g.get("index") == index:
+            return g.get("minor_number") if g.get("minor_number") is not None else index
+    return index
+
+
+def _tenant_look(v, sample, gpu):
+    """(candidates, foreign count, ours) of one GPU in one look. A listed PID that is one of our CUDA processes is
+    ours (the namespaces agree); the other listed processes are foreign beyond the number of our own CUDA
+    processes on the GPU that were not matched (in a container NVML lists them by host PIDs)."""
+    minor = _gpu_minor(v, gpu.get("index"))
+    ours = {c["pid"] for c in sample.get("cuda_processes") or () if minor in (c.get("minors") or ())}
+    listed = {p.get("pid") for p in gpu.get("processes") or ()}
+    unmatched = listed - ours
+    foreign = len(unmatched) - len(ours - listed)
+    return unmatched, max(foreign, 0), ours
+
+
+def m_other_tenant(v):
+    usage = v.get("gpu_usage") or {}
+    samples = usage.get("samples") or []
+    if len(samples) < 2 or any(s.get("cuda_processes") is None for s in samples):
+        return None  # one look, or our own processes unknown: nothing is told apart
+    by_index = {}
+    for s in samples:
+        for g in s.get("gpus") or ():
+            by_index.setdefault(g.get("index"), []).append(g)
+    hits = []
+    for index, looks in sorted(by_index.items(), key=lambda kv: str(kv[0])):
+        if len(looks) != len(samples) or any(g.get("processes") is None for g in looks):
+            continue
+        seen = [_tenant_look(v, s, g) for s, g in zip(samples, looks)]
+        stable = set.intersection(*(candidates for candidates, _n, _o in seen))
+        if stable and all(n > 0 for _c, n, _o in seen):
+            hits.append({"gpu": index, "why": "compute processes that are not this host's (in every look)",
+                         "foreign_count": min(n for _c, n, _o in seen),
+                         "processes": [p for p in looks[-1]["processes"] if p.get("pid") in stable]})
+            continue
+        used = [g.get("memory_used_mib") for g in looks]
+        if (not any(ours for _c, _n, ours in seen) and all(not g["processes"] for g in looks)
+                and all(isinstance(u, int) and u >= HELD_MEMORY_MIB for u in used)):
+            hits.append({"gpu": index, "why": "memory held with no process listed and none of ours on the GPU",
+                         "memory_used_mib": used})
+    if not hits:
+        return None
+    return {"gpus": hits, "looks": len(samples), "interval_s": usage.get("interval_s"),
+            "in_container": v.get("in_container")}
+
+
+def m_container_lost_gpus(v):
+    if v.get("in_container") is not True or not v["gpu_nodes"]:
+        return None
+    out = {}
+    denied = {n: e for n, e in (v.get("device_open_errors") or {}).items() if e == "EPERM"}
+    if denied:
+        out["open_denied"] = denied
+    nvml = v.get("nvml") or {}
+    driver_here = "nvidia" in v["modules"] or v["driver"]
+    if (nvml.get("error_code") == "nvml_unknown_error" and driver_here) or (denied and nvml.get("ok") is False):
+        out["nvml_error"] = nvml.get("error_text") or nvml.get("error_code")
+    if not out:
+        return None
+    hit = _text_hit(v, "cuda_unknown_error")
+    if hit:
+        out["torch_text"] = hit["cuda_unknown_error"]
+    out.update(gpu_nodes=v["gpu_nodes"], driver_version=v.get("driver_version"))
+    return out
+
+
+def _spec_gib(name, memory_total_mib=None):
+    row = specs.lookup(name, memory_total_mib) if name else None
+    return row.get("memory_gib") if row else None
+
+
+def m_gpu_partitioned(v):
+    hits = []
+    for g in v.get("gpu_state") or ():
+        if g.get("mig_mode") == "enabled":
+            spec = _spec_gib(g.get("name"))
+            devices = g.get("mig_devices") or []
+            mem = [d.get("memory_total_mib") for d in devices if isinstance(d.get("memory_total_mib"), int)]
+            frac = round(sum(mem) / (spec * 1024.0), 3) if mem and spec else None
+            hits.append({"gpu": g.get("index"), "name": g.get("name"), "kind": "mig",
+                         "mig_devices": devices, "fraction": frac,
+                         "fraction_unknown_why": None if frac is not None else
+                         "no MIG instance readable here" if not mem else "GPU not in the spec table"})
+            continue
+        total = g.get("memory_total_mib")
+        spec = _spec_gib(g.get("name"))
+        if isinstance(total, int) and spec and total < WHOLE_GPU_FRACTION * spec * 1024:
+            hits.append({"gpu": g.get("index"), "name": g.get("name"), "kind": "memory_share",
+                         "memory_total_mib": total, "spec_memory_gib": spec,
+                         "fraction": round(total / (spec * 1024.0), 3)})
+    return {"gpus": hits} if hits else None
+
+
+def _int_env(env, key):
+    try:
+        return int(str(env.get(key)).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def m_cpu_quota(v):
+    cg = v.get("cgroup") or {}
+    quota, cpus = cg.get("cpu_quota"), cg.get("visible_cpus")
+    if not isinstance(quota, (int, float)) or not isinstance(cpus, int) or quota >= CPU_QUOTA_FRACTION * cpus:
+        return None
+    threads = max(1, int(quota))
+    env = v.get("env") or {}
+    set_now = {k: env[k] for k in THREAD_ENV_KEYS if k in env}
+    omp = _int_env(env, "OMP_NUM_THREADS")
+    too_many = {k: val for k, val in set_now.items() if _int_env(env, k) is None or _int_env(env, k) > -(-quota // 1)}
+    if omp is not None and 0 < omp <= -(-quota // 1) and not too_many:
+        return None  # the pools are already sized to the quota
+    return {"cpu_quota": quota, "visible_cpus": cpus, "cpu_max": cg.get("cpu_max"), "cpu_max_at": cg.get("cpu_max_at"),
+            "thread_settings_now": set_now, "suggested_threads": threads,
+            "fix": {k: str(threads) for k in THREAD_ENV_KEYS}}
+
+
+def m_pids_low(v):
+    cg = v.get("cgroup") or {}
+    pids = cg.get("pids_max")
+    if not isinstance(pids, int) or pids >= PIDS_MAX_LOW:
+        return None
+    return {"pids_max": pids, "pids_max_at": cg.get("pids_max_at"), "visible_cpus": cg.get("visible_cpus"),
+            "threshold": PIDS_MAX_LOW}
+
+
+def m_shm_small(v):
+    shm = v.get("shm_size_mib")
+    if not isinstance(shm, int) or shm >= SHM_MIN_MIB or not v.get("gpu_expected"):
+        return None
+    return {"shm_size_mib": shm, "minimum_mib": SHM_MIN_MIB, "gpu_count": v.get("gpu_count"),
+            "in_container": v.get("in_container")}
+
+
+# Tokens of a model text that say the form factor, memory or bus, not the chip.
+_NOT_A_MODEL_TOKEN = re.compile(r"^(?:sxm\d*|hbm\d*e?|gddr\d*x?|pcie\d*|gen\d+|\d+gb|nvl\d*)$")
+
+
+def model_tokens(name):
+    """The tokens that name the chip in a GPU model text ("RTX 4090" -> {"4090"}, "H100 (80 GB SXM5)" -> {"h100"},
+    "NVIDIA H100 80GB HBM3" -> {"h100"}): letters with digits, or a four-digit number; no sizes or form factors."""
+    out = set()
+    for t in re.split(r"[^a-z0-9]+", specs.normalize_name(name or "")):
+        if not re.search(r"\d", t) or _NOT_A_MODEL_TOKEN.match(t):
+            continue
+        if t.isdigit() and len(t) != 4:
+            continue  # a size ("80") or a count, not a model number
+        out.add(t)
+    return out
+
+
+def _claimed_size_gib(name):
+    m = re.search(r"(\d+)\s*gb\b", (name or "").lower())
+    return int(m.group(1)) if m else None
+
+
+def m_provider_claim(v):
+    claims = v.get("provider_claims") or {}
+    if not claims:
+        return None
+    names = [g.get("name") for g in v["gpus"] if g.get("name")] or [
+        g.get("name") for g in v.get("gpu_state") or () if g.get("name")]
+    totals = [g.get("memory_total_mib") for g in v.get("gpu_state") or () if isinstance(g.get("memory_total_mib"), int)]
+    mismatches = []
+    model = claims.get("gpu_model")
+    if model and names:
+        want = model_tokens(model)
+        wrong = sorted({n for n in names if want and not want <= model_tokens(n)})
+        if wrong:
+            mismatches.append({"what": "gpu_model", "claimed": model, "found": wrong})
+        size = _claimed_size_gib(model)
+        if size and totals and not wrong and min(totals) < WHOLE_GPU_FRACTION * size * 1024:
+            mismatches.append({"what": "gpu_memory", "claimed": "%d GB (in the model name)" % size,
+                               "found_mib": min(totals)})
+    mem = claims.get("gpu_memory_mib")
+    if isinstance(mem, int) and totals and min(totals) < WHOLE_GPU_FRACTION * mem:
+        mismatches.append({"what": "gpu_memory", "claimed_mib": mem, "found_mib": min(totals)})
+    driver = claims.get("driver_version")
+    found_driver = v.get("driver_version")
+    if driver and found_driver and _vkey(driver) != _vkey(found_driver):
+        mismatches.append({"what": "driver_version", "claimed": driver, "found": found_driver})
+    cuda = claims.get("cuda_version")
+    found_cuda = (v.get("nvml") or {}).get("cuda_driver_version")
+    if cuda and found_cuda and _vkey(found_cuda)[:2] < _vkey(cuda)[:2]:
+        mismatches.append({"what": "cuda_version", "claimed": str(cuda), "found": found_cuda})
+    if not mismatches:
+        return None
+    return {"provider": claims.get("provider"), "mismatches": mismatches}
+
+
+def sev_claim(ev):
+    hard = {"gpu_model", "gpu_memory"}
+    return "critical" if any(m["what"] in hard for m in ev.get("mismatches", ())) else "warning"
+
+
+def m_recovery_action(v):
+    hits = []
+    for g in v.get("gpu_state") or ():
+        action = g.get("recovery_action")
+        if action in (None, 0):
+            continue
+        name, what = RECOVERY_ACTIONS.get(action, ("unknown (%s)" % action, None))
+        hits.append({"gpu": g.get("index"), "recovery_action": action, "name": name,
+                     "renter_action": what or "not known to gpufleet: ask the provider"})
+    return {"gpus": hits, "in_container": v.get("in_container")} if hits else None
+
+
 def _rule(**kw):
     row = {"code": None, "severity": None, "remedy_class": None, "blocks_cuda": False, "meaning": None,
            "remedy": None, "source": None, "match": None, "severity_of": None, "remedy_class_of": None}
@@ -496,6 +766,68 @@ RULES = [
           remedy="Enable nvidia-persistenced (not the deprecated nvidia-smi -pm); in a container the machine's "
                  "owner (the provider) must do it.",
           source=REF + " section 2.8"),
+    _rule(code="container_lost_gpus", severity="critical", remedy_class="restart_container", blocks_cuda=True,
+          match=m_container_lost_gpus,
+          meaning="This container had its GPUs and lost them: the /dev/nvidia* nodes are there but opening them is "
+                  "denied (EPERM) or NVML fails with \"Unknown Error\" - the cgroup device rules were rewritten, "
+                  "typically when the host ran systemctl daemon-reload (cgroup v2, systemd cgroup driver).",
+          remedy="Restart (or recreate) the container: it gets its GPUs back. Nothing inside the container can "
+                 "restore them. The provider's fix on the machine: nvidia-ctk system create-dev-char-symlinks "
+                 "--create-all (and its udev rule), or Docker's cgroupfs driver, or --device for every node.",
+          source=CTK_48 + "; https://github.com/NVIDIA/nvidia-container-toolkit/issues/1227; " + ECOSYSTEM),
+    _rule(code="gpu_used_by_another_tenant", severity="warning", remedy_class="provider", match=m_other_tenant,
+          meaning="Someone else is on this GPU: compute processes that are not this host's, or memory held with "
+                  "no process listed while none of ours uses it - the same in two looks seconds apart.",
+          remedy="Ask the provider to clear the GPU, or return the rental; your jobs would share its memory and "
+                 "compute. (A job of yours in another container on the same machine also looks like this.)",
+          source=ECOSYSTEM + " (Datura-ai/lium-io PR #1242); https://github.com/NVIDIA/nvidia-docker/issues/1483 "
+                 "(NVML lists host PIDs in a container); russellb/canhazgpu docs/features-unauthorized.md (100 MB)"),
+    _rule(code="gpu_partitioned", severity="warning", remedy_class="provider", match=m_gpu_partitioned,
+          meaning="A GPU is a MIG slice or a memory-limited share, not the whole GPU; the evidence gives the "
+                  "fraction of the GPU's memory that is yours.",
+          remedy="If a whole GPU was rented, ask the provider for it or return the rental; if a slice was rented, "
+                 "size the jobs to the fraction.",
+          source=ECOSYSTEM + "; NVML nvmlDeviceGetMigMode and nvmlDeviceGetMemoryInfo_v2; "
+                 "https://github.com/Project-HAMi/HAMi/issues/235 (3000 MiB of a 16 GB V100 in a container)"),
+    _rule(code="cpu_quota_below_visible_cpus", severity="warning", remedy_class="fixable", match=m_cpu_quota,
+          meaning="The container may use far fewer CPUs (cgroup cpu.max) than it sees; torch, OpenMP and MKL start "
+                  "one thread per visible CPU, and the quota then throttles them (oversubscription, slow data "
+                  "loading).",
+          remedy="Size the thread pools to the quota: set OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS "
+                 "and NUMEXPR_NUM_THREADS to the evidence's suggested_threads (e.g. in /etc/environment) and keep "
+                 "DataLoader num_workers near it.",
+          source=ECOSYSTEM + " (vast-ai/base-image test 56-cpu-thread-limits)"),
+    _rule(code="pids_max_low", severity="warning", remedy_class="fixable", match=m_pids_low,
+          remedy_class_of=container_setting,
+          meaning="The cgroup's pids.max (which counts threads) is low: DataLoader workers and thread pools fail "
+                  "with \"can't start new thread\" / EAGAIN.",
+          remedy="Start the container with a higher --pids-limit (a provider or template setting); on a VM, raise "
+                 "the systemd TasksMax of the session or service.",
+          source=ECOSYSTEM + " (vast-ai/base-image test 56-cpu-thread-limits)"),
+    _rule(code="shm_too_small", severity="warning", remedy_class="fixable", match=m_shm_small,
+          remedy_class_of=container_setting,
+          meaning="/dev/shm is smaller than NCCL and DataLoader workers need (Docker's default is 64 MB); "  # noqa: S108
+                  "multi-GPU NCCL and workers fail with bus errors.",
+          remedy="Recreate the container with --shm-size=1g or more (or --ipc=host); on a VM, remount /dev/shm "
+                 "larger (mount -o remount,size=1G /dev/shm).",
+          source="NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1 "
+                 "(module_utils/gpufleet/audit.py SHM_MIN_MIB); " + ECOSYSTEM),
+    _rule(code="provider_claim_mismatch", severity="critical", remedy_class="provider", match=m_provider_claim,
+          severity_of=sev_claim,
+          meaning="The provider's listing does not match the machine: another GPU model or less memory than "
+                  "listed (critical), or another driver / CUDA version (warning).",
+          remedy="Return the rental or ask the provider to correct it; the evidence lists what was claimed and "
+                 "what NVML found.",
+          source="shared/reference/provider-apis.md (vast.ai gpu_name, num_gpus, driver_version, cuda_max_good; "
+                 "inventory plugin host vars gpufleet_claimed_gpu_model, gpufleet_provider_*)"),
+    _rule(code="gpu_recovery_action", severity="critical", remedy_class="reboot", match=m_recovery_action,
+          remedy_class_of=machine_restart,
+          meaning="The driver says a GPU needs recovery (NVML recovery action: GPU reset, node reboot, drain, "
+                  "bus reset ...); until then the GPU is not to be trusted.",
+          remedy="Do what the evidence's renter_action says: on a VM or machine of yours reset the GPU or reboot; "
+                 "in a container only the provider can, so ask them (or return the rental).",
+          source="NVML NVML_FI_DEV_GET_GPU_RECOVERY_ACTION / nvmlGpuRecoveryAction_t (nvml.h, pynvml); "
+                 "shared/reference/ecosystem.md 'GPU health tools'"),
 ]
 
 # torch text codes that no rule can explain by themselves: reported as unknown with the raw text.

@@ -78,6 +78,7 @@ GPU_KEYS = frozenset(
         "nvlink",
         "utilization_pct",
         "processes",
+        "recovery_action",
     ]
 )
 SUB_KEYS = {

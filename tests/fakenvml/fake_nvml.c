@@ -106,6 +106,30 @@ typedef struct {
 
 #define MIB 1048576ULL
 
+/* nvmlFieldValue_t (nvml.h): the value union is 8 bytes, so the struct is 40 bytes on LP64. */
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* nvmlValueType_t */
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+
 /* ------------------------------------------------------------ error strings */
 static const struct {
     int code;
@@ -1532,4 +1556,64 @@ EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsig
         }
     }
     return NVML_ERROR_NOT_FOUND;
+}
+
+/* ------------------------------------------------------- field values */
+/* nvmlGpuRecoveryAction_t names (nvml.h NVML_GPU_RECOVERY_ACTION_*), for "recovery_action" given by name. */
+static const char *const k_recovery_actions[] = {
+    "NONE", "GPU_RESET", "NODE_REBOOT", "DRAIN_P2P", "DRAIN_AND_RESET", "RECOVER_IMEX_DOMAIN", "BUS_RESET",
+    "SYSTEM_REBOOT",
+};
+
+static int recovery_action(const jnode *j, unsigned int *out)
+{
+    const char *s = jstr(j);
+    size_t i;
+    if (s) {
+        if (strncmp(s, "NVML_GPU_RECOVERY_ACTION_", 25) == 0)
+            s += 25;
+        for (i = 0; i < sizeof k_recovery_actions / sizeof k_recovery_actions[0]; i++) {
+            if (strcmp(s, k_recovery_actions[i]) == 0) {
+                *out = (unsigned int)i;
+                return 1;
+            }
+        }
+        return 0;
+    }
+    return juint(j, out);
+}
+
+/*
+ * Only NVML_FI_DEV_GET_GPU_RECOVERY_ACTION is modelled (profile key "recovery_action", a name or a number);
+ * every other field comes back with its own nvmlReturn NOT_SUPPORTED, as the real call reports a field a
+ * GPU does not have. The call itself succeeds, like the real one.
+ */
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int valuesCount, nvmlFieldValue_t *values)
+{
+    const jnode *action;
+    unsigned int v;
+    int i;
+    nvmlReturn_t r;
+    if (valuesCount < 0 || (valuesCount > 0 && !values))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    r = dev_gate(d, "nvmlDeviceGetFieldValues", NULL, NULL);
+    if (r)
+        return r;
+    action = jget(d->j, "recovery_action");
+    for (i = 0; i < valuesCount; i++) {
+        values[i].timestamp = 0;
+        values[i].latencyUsec = 0;
+        memset(&values[i].value, 0, sizeof values[i].value);
+        values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && action) {
+            if (recovery_action(action, &v)) {
+                values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+                values[i].value.uiVal = v;
+                values[i].nvmlReturn = NVML_SUCCESS;
+            } else {
+                values[i].nvmlReturn = NVML_ERROR_UNKNOWN;
+            }
+        }
+    }
+    return NVML_SUCCESS;
 }

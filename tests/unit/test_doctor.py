@@ -317,7 +317,8 @@ CASES = {
 
 
 def test_every_rule_has_a_case():
-    assert sorted(CASES) == sorted(r["code"] for r in doctor_rules.RULES)
+    from test_doctor_renter import RENTER_CASES  # the renter's checks have their own file
+    assert sorted({**CASES, **RENTER_CASES}) == sorted(r["code"] for r in doctor_rules.RULES)
 
 
 @pytest.mark.parametrize("code", sorted(CASES))
@@ -341,7 +342,8 @@ def test_rule_is_quiet_on_healthy_baseline(code):
 def test_rules_are_well_formed():
     for r in doctor_rules.RULES:
         assert r["code"] and r["meaning"] and r["remedy"] and r["source"] and callable(r["match"])
-        assert r["remedy_class"] in ("fixable", "reboot", "provider", "unknown")
+        assert r["remedy_class"] in ("fixable", "restart_container", "reboot", "provider", "unknown")
+        assert r["remedy_class"] in doctor_rules.REMEDY_CLASSES
     assert len({r["code"] for r in doctor_rules.RULES}) == len(doctor_rules.RULES)
 
 

@@ -23,7 +23,9 @@ def dx(ev):
 def test_every_fixable_rule_has_an_action_or_is_named_manual():
     fixable = {r["code"] for r in doctor_rules.RULES if r["remedy_class"] == "fixable"}
     assert set(rf.ACTIONS) <= fixable
-    assert fixable - set(rf.ACTIONS) == {"error_804_forward_compat"}  # not automated: see its remedy
+    # not automated: see its remedy (the renter's thread settings, /dev/shm and pids.max of a VM)
+    assert fixable - set(rf.ACTIONS) == {"error_804_forward_compat", "cpu_quota_below_visible_cpus", "pids_max_low",
+                                         "shm_too_small"}
 
 
 def test_role_defaults_and_known_codes_are_the_actions():

@@ -1,3 +1,6 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the remediate role: what to fix on a host, and what came of it.
 
 Pure functions over the gpu_doctor result (ansible_facts.gpu_doctor), unit tested in
@@ -29,13 +32,16 @@ def remediate_plan(doctor, codes=None, only_when_unusable=True, allow_reboot=Fal
     allowed = set(codes) if codes is not None else set(ACTIONS)
     findings = [f for f in doctor.get("findings") or () if isinstance(f, dict)]
     in_container = ((doctor.get("evidence") or {}).get("in_container")) is True
-    plan = {"act": False, "why_not": None, "items": [], "groups": [], "reboot": [], "provider": [], "manual": []}
+    plan = {"act": False, "why_not": None, "items": [], "groups": [], "reboot": [], "provider": [], "manual": [],
+            "restart": []}
     for f in findings:
         code, cls = f.get("code"), f.get("remedy_class")
         if cls == "provider":
             plan["provider"].append(code)
         elif cls == "reboot":
             plan["reboot"].append(code)
+        elif cls == "restart_container":
+            plan["restart"].append(code)  # the renter restarts the container (provider console / API): never here
         elif cls == "fixable" and code in ACTIONS and code in allowed:
             group, how = ACTIONS[code]
             plan["items"].append({"code": code, "group": group, "how": how, "severity": f.get("severity")})
@@ -62,6 +68,7 @@ def remediate_plan_lines(plan):
         lines.append("nothing to do: %s" % plan["why_not"])
     lines += ["needs the provider: %s" % c for c in plan.get("provider", ())]
     lines += ["needs a reboot: %s" % c for c in plan.get("reboot", ()) if not plan.get("reboot_now")]
+    lines += ["needs a container restart: %s" % c for c in plan.get("restart", ())]
     lines += ["not automated, see its remedy: %s" % c for c in plan.get("manual", ())]
     return lines
 
@@ -107,7 +114,8 @@ def remediate_record(before, after, plan, failures=None, check_mode=False, plann
     planned_details = planned_details or {}
     was, now = _by_code(before), _by_code(after if after is not None else before)
     record = {"state": None, "acted": bool(plan.get("act")) and not check_mode, "fixed": [], "still_broken": [],
-              "needs_provider": [], "needs_reboot": [], "planned": [], "not_automated": list(plan.get("manual", ()))}
+              "needs_provider": [], "needs_reboot": [], "needs_restart": [], "planned": [],
+              "not_automated": list(plan.get("manual", ()))}
     if check_mode and plan.get("act"):
         record["planned"] = [dict({"code": i["code"], "how": i["how"]},
                                   **({"would": planned_details[i["group"]]} if planned_details.get(i["group"]) else {}))
@@ -125,6 +133,8 @@ def remediate_record(before, after, plan, failures=None, check_mode=False, plann
             record["needs_provider"].append(entry)
         elif f.get("remedy_class") == "reboot":
             record["needs_reboot"].append(entry)
+        elif f.get("remedy_class") == "restart_container":
+            record["needs_restart"].append(entry)
     if check_mode and record["planned"]:
         record["state"] = "planned"
     elif record["still_broken"]:
@@ -133,6 +143,8 @@ def remediate_record(before, after, plan, failures=None, check_mode=False, plann
         record["state"] = "needs_provider"
     elif record["needs_reboot"]:
         record["state"] = "needs_reboot"
+    elif record["needs_restart"]:
+        record["state"] = "needs_restart"
     elif record["fixed"]:
         record["state"] = "fixed"
     else:
