@@ -20,11 +20,16 @@ SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_
 # suite does not stop the others (make -k): one run names every failure.
 TEST_JOBS ?= 2
 LANES := $(addprefix molecule-,$(wordlist 1,2,$(SCENARIOS))) fleet-tests e2e \
-         $(addprefix molecule-,$(wordlist 3,99,$(SCENARIOS))) lint unit syntax
+         $(addprefix molecule-,$(wordlist 3,99,$(SCENARIOS))) lint unit syntax collection
 ALL_LANES := $(sort $(addprefix lane-,$(LANES) $(addprefix molecule-,$(ALL_SCENARIOS))))
 DEMO_HOSTS ?= 5
+# make demo DEMO_PROVIDER=vastai (or runpod): the same fleet, discovered through that inventory plugin pointed at
+# a local stand-in of the provider's API (tests/doubles/provider_api.py), with the stand-in's demo key.
+DEMO_PROVIDER ?=
+DEMO_PROVIDER_KEY := gpufleet-demo-provider-key
+DEMO_INVENTORY := $(if $(DEMO_PROVIDER),inventories/demo-$(DEMO_PROVIDER)/$(DEMO_PROVIDER).yml,inventories/demo)
 
-.PHONY: help bootstrap images wheelhouse wheelhouse-torch-cuda lint unit syntax molecule fleet-tests e2e test quick \
+.PHONY: help bootstrap images wheelhouse wheelhouse-torch-cuda lint unit syntax collection molecule fleet-tests e2e test quick \
         demo demo-down clean $(addprefix molecule-,$(ALL_SCENARIOS)) $(ALL_LANES)
 
 help:
@@ -33,6 +38,7 @@ help:
 	@echo "make quick      lint + unit tests + syntax check (no containers)"
 	@echo "make fleet-tests  partial failure, interrupted runs, bad inputs, secret scan on container hosts"
 	@echo "make e2e        make demo, then judge the demo fleet from outside (tests/e2e) and run site.yml again"
+	@echo "make collection build gpufleet.fleet, ansible-test sanity on its tarball, the EE build context"
 	@echo "make demo-down  stop the demo fleet"
 
 bootstrap:
@@ -46,7 +52,7 @@ wheelhouse: bootstrap
 	@$(if $(PREPARED),:,scripts/wheelhouse)
 
 # Python files without a .py suffix are named explicitly so ruff checks them too.
-PY_SCRIPTS := scripts/fleet-report scripts/role-docs scripts/gpu-smoke roles/supervisord/files/gpufleet-supervisor-check \
+PY_SCRIPTS := scripts/fleet-report scripts/role-docs scripts/build-collection scripts/lint-ansible scripts/gpu-smoke roles/supervisord/files/gpufleet-supervisor-check \
               $(wildcard scripts/bench-*)
 
 lint: bootstrap
@@ -55,7 +61,7 @@ lint: bootstrap
 	@for p in inventory_plugins/*.py; do $(BIN)/ansible-doc -t inventory -M inventory_plugins "$$(basename $$p .py)" >/dev/null || exit 1; done
 	$(BIN)/python scripts/role-docs --check
 	$(BIN)/yamllint --strict .
-	$(BIN)/ansible-lint
+	$(BIN)/python scripts/lint-ansible
 
 unit: bootstrap
 	$(BIN)/pytest -q tests/unit
@@ -65,6 +71,12 @@ syntax: bootstrap
 	$(BIN)/ansible-playbook --syntax-check -i inventories/example playbooks/*.yml
 
 quick: lint unit syntax
+
+# The collection gpufleet.fleet (docs/awx.md): built from the checkout, ansible-test sanity on the tarball as it
+# installs, then the execution environment's build context (ansible-builder create).
+collection: bootstrap
+	scripts/collection-sanity
+	scripts/collection-ee
 
 molecule: images wheelhouse $(if $(filter doctor,$(SCENARIOS)),wheelhouse-torch-cuda)
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-molecule-,$(SCENARIOS))
@@ -100,9 +112,11 @@ $(ALL_LANES): lane-%:
 
 demo: images wheelhouse
 	scripts/demo-fleet up $(DEMO_HOSTS)
-	$(BIN)/ansible-playbook -i inventories/demo site.yml
+	$(if $(DEMO_PROVIDER),scripts/demo-fleet provider $(DEMO_PROVIDER))
+	$(if $(DEMO_PROVIDER),VAST_API_KEY=$(DEMO_PROVIDER_KEY) RUNPOD_API_KEY=$(DEMO_PROVIDER_KEY)) \
+	  $(BIN)/ansible-playbook -i $(DEMO_INVENTORY) site.yml
 	@echo "report: $(CURDIR)/reports/latest/fleet.html (also .json .csv .md, gpufleet.prom)"
-	@echo "demo fleet: inventories/demo/hosts.yml; stop it with 'make demo-down'"
+	@echo "demo fleet: $(DEMO_INVENTORY); stop it with 'make demo-down'"
 
 demo-down:
 	scripts/demo-fleet down

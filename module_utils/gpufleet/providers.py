@@ -158,9 +158,11 @@ def _http_error_message(provider, status, url, detail, cfg):
             % (name, url, status, said))
 
 
-def fetch_json(provider, url, api_key, timeout=30, retries=3, max_wait=60.0, opener=None, sleep=time.sleep):
-    """GET url with the provider's Bearer key; the parsed JSON. Retries 429/5xx/timeouts up to
-    retries times (honouring Retry-After, capped at max_wait); raises ProviderError otherwise."""
+def fetch_json(provider, url, api_key, timeout=30, retries=3, max_wait=60.0, opener=None, sleep=time.sleep,
+               method="GET", body=None):
+    """GET url (or method, with body as JSON) with the provider's Bearer key; the parsed JSON answer ({} when
+    the answer is empty, as a DELETE's may be). Retries 429/5xx/timeouts up to retries times (honouring
+    Retry-After, capped at max_wait); raises ProviderError otherwise."""
     cfg = PROVIDERS[provider]
     name = cfg["label"]
     where = shown_url(url)
@@ -171,15 +173,21 @@ def fetch_json(provider, url, api_key, timeout=30, retries=3, max_wait=60.0, ope
     if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")):
         raise ProviderError("%s: api_url %s must be https:// (http:// only for a test server on 127.0.0.1): the API "
                             "key would travel in clear text. Nothing was asked." % (name, where))
-    opener = opener or urllib.request.urlopen
-    request = urllib.request.Request(url, headers={  # noqa: S310 - the scheme is checked just above
-        "Authorization": "Bearer %s" % api_key, "Accept": "application/json", "User-Agent": "gpufleet-inventory"})
+    # What urllib's module-level urlopen does: verifies certificates (PEP 476), honours the *_proxy variables.
+    # Not Ansible's open_url: this file is plain Python, also run by scripts and tests without Ansible.
+    opener = opener or urllib.request.build_opener().open
+    headers = {"Authorization": "Bearer %s" % api_key, "Accept": "application/json", "User-Agent": "gpufleet-inventory"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - scheme checked above
     attempt = 0
     while True:
         wait_hint = None
         try:
             with opener(request, timeout=timeout) as response:
-                body = response.read()
+                answer = response.read()
             break
         except urllib.error.HTTPError as exc:
             status = exc.code
@@ -202,7 +210,9 @@ def fetch_json(provider, url, api_key, timeout=30, retries=3, max_wait=60.0, ope
                                     % (name, where, scrub(reason, api_key), attempt + 1, timeout)) from None
         sleep(backoff_seconds(attempt, wait_hint, cap=max_wait))
         attempt += 1
-    return parse_json(provider, url, body)
+    if method != "GET" and not answer.strip():
+        return {}
+    return parse_json(provider, url, answer)
 
 
 def parse_json(provider, url, body):
@@ -311,7 +321,7 @@ def vast_page(data, url):
 def vast_fetch_all(get_json, base_url, limit=25):
     """Every instance over all pages; get_json(url) returns one parsed page."""
     instances, token, seen = [], None, set()
-    for _ in range(MAX_PAGES):
+    for _unused in range(MAX_PAGES):
         url = vast_page_url(base_url, limit, token)
         page, token = vast_page(get_json(url), url)
         instances += page
@@ -612,6 +622,56 @@ def groups_of(rec, ready_group="gpufleet_ready"):
     return ["gpufleet_%s" % rec["state"]]
 
 
+# ------------------------------------------------------------------------------ returning a bad box
+
+def return_action(provider, ident, machine_id=None):
+    """What the provider offers for a box to give back, in words for the report (None: not a provider host)."""
+    if provider == "vastai":
+        text = ("vast.ai: destroy instance %s (stops billing; a reboot or recycle from the console may clear a "
+                "soft fault)" % ident)
+        return text + ("; leave machine_id %s out of later searches" % machine_id if machine_id else "")
+    if provider == "runpod":
+        return "RunPod: terminate pod %s (stops billing)" % ident
+    if provider == "lambda":
+        return "Lambda Cloud: terminate instance %s (stops billing)" % ident
+    return None
+
+
+def _api_base(provider, api_url, suffix):
+    """api_url (the list endpoint) up to the documented path suffix: scheme, host and any prefix a mirror or a
+    test server puts before it."""
+    parts = urllib.parse.urlsplit(api_url or PROVIDERS[provider]["url"])
+    path = parts.path.rstrip("/")
+    if not path.endswith(suffix):
+        raise ProviderError("%s: cannot tell where to send the return call from api_url %s (it should end in %s, "
+                            "as the documented %s does)." % (
+                                label(provider), shown_url(api_url), suffix, PROVIDERS[provider]["url"]))
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path[: -len(suffix)], "", ""))
+
+
+def return_requests(provider, api_url, idents):
+    """The API calls that give idents back, [(method, url, json body or None)], sent where the inventory listed
+    them (api_url): vast.ai destroy ``DELETE /api/v0/instances/{id}/``; RunPod terminate ``DELETE /v1/pods/{id}``
+    (REST v1: https://rest.runpod.io for the default api_url, else api_url's own host); Lambda Cloud terminate
+    ``POST /api/v1/instance-operations/terminate {"instance_ids": [...]}``, one call for all."""
+    idents = [str(i) for i in idents]
+    if not idents:
+        return []
+    if provider == "vastai":
+        base = _api_base(provider, api_url, "/api/v1/instances")
+        return [("DELETE", "%s/api/v0/instances/%s/" % (base, urllib.parse.quote(i, safe="")), None) for i in idents]
+    if provider == "runpod":
+        if (api_url or PROVIDERS[provider]["url"]).rstrip("/") == PROVIDERS[provider]["url"]:
+            base = "https://rest.runpod.io"
+        else:
+            base = _api_base(provider, api_url, "/v2/pods")
+        return [("DELETE", "%s/v1/pods/%s" % (base, urllib.parse.quote(i, safe="")), None) for i in idents]
+    if provider == "lambda":
+        base = _api_base(provider, api_url, "/api/v1/instances")
+        return [("POST", base + "/api/v1/instance-operations/terminate", {"instance_ids": idents})]
+    raise ProviderError("unknown provider %r (known: %s)" % (provider, ", ".join(sorted(PROVIDERS))))
+
+
 # ----------------------------------------------------------------------------- the inventory plugins
 
 # Errors of this process by inventory source: Ansible's 'auto' plugin and the plugin itself both try a
@@ -650,9 +710,10 @@ def list_hosts(provider, api_url, api_key, timeout=30, retries=3, max_wait=60.0,
     raise ProviderError(message)
 
 
-def populate(plugin, provider, records, statuses=None, name_regex=None, ready_group="gpufleet_ready"):
+def populate(plugin, provider, records, statuses=None, name_regex=None, ready_group="gpufleet_ready", api_url=None):
     """Add the selected records to plugin.inventory (an Ansible inventory plugin with Constructable): groups,
-    host variables, then compose/groups/keyed_groups; returns the warnings to show."""
+    host variables, then compose/groups/keyed_groups; returns the warnings to show. api_url, when given, is kept
+    as gpufleet_provider_api_url (playbooks/return.yml sends its calls there)."""
     name = label(provider)
     try:
         chosen = select(records, statuses, name_regex)
@@ -673,6 +734,8 @@ def populate(plugin, provider, records, statuses=None, name_regex=None, ready_gr
             inventory.add_host(host, group=group)
         for var, value in host_vars(rec).items():
             inventory.set_variable(host, var, value)
+        if api_url:
+            inventory.set_variable(host, "gpufleet_provider_api_url", shown_url(api_url))
         hostvars = inventory.get_host(host).get_vars()
         plugin._set_composite_vars(plugin.get_option("compose"), hostvars, host, strict=strict)
         plugin._add_host_to_composed_groups(plugin.get_option("groups"), hostvars, host, strict=strict)
@@ -731,7 +794,8 @@ class InventoryMixin:
             if update_cache:  # host records only: no API key, no tokens, no raw answer
                 self._cache[cache_key] = records
             warnings = populate(self, self.PROVIDER, records, self.get_option("statuses"),
-                                self.get_option("name_regex"), self.get_option("ready_group"))
+                                self.get_option("name_regex"), self.get_option("ready_group"),
+                                api_url=self.get_option("api_url"))
         except ProviderError as exc:
             raise self.ERROR(str(exc)) from None
         for warning in warnings:

@@ -47,6 +47,7 @@ import tempfile
 from . import audit as _audit
 from . import capacity as _capacity
 from . import features as _features
+from . import providers as _providers
 
 SCHEMA = 1
 
@@ -73,6 +74,8 @@ FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
 ACTION_RETURN = "return to provider"
 ACTION_FIX = "fix here"
 ACTION_CHECK = "check access / rerun"
+ACTION_RESTART = "restart the container"
+ACTION_REBOOT = "reboot"
 
 # Said in every rendering of a report written by an ``ansible-playbook --check`` run.
 CHECK_MODE_BANNER = ("This report was written by a --check run: it shows what the run would do, "
@@ -101,7 +104,7 @@ CSV_COLUMNS = (
 CHECK_ITEMS = _audit.ITEMS
 CHECK_STATUSES = _audit.STATUSES
 # One status column per checklist item, after host_reasons (the texts are in fleet.json, .md, .html).
-CSV_COLUMNS += tuple("check_" + key for key, _ in CHECK_ITEMS)
+CSV_COLUMNS += tuple("check_" + key for key, _unused in CHECK_ITEMS)
 
 
 class ReportInputError(Exception):
@@ -161,7 +164,7 @@ def _price(value):
 
 def _text(value):
     """Host-provided value as text ("" for None)."""
-    if type(value) is str:
+    if isinstance(value, str):
         return value
     if value is None:
         return ""
@@ -327,7 +330,7 @@ def split_bundle(path, folder):
     for host, text in entries:
         with open(os.path.join(folder, host + ".json"), "w", encoding="utf-8") as out:
             out.write(text + "\n")
-    return [host for host, _ in entries]
+    return [host for host, _unused in entries]
 
 
 def read_hosts_file(path):
@@ -434,7 +437,7 @@ def _gate_other(gate_by_index, gpus):
 
 def _gpu_row(gpu, gate_entries, gpu_findings):
     sub = [gpu.get(k) for k in ("pcie", "ecc", "remapped_rows", "retired_pages", "nvlink", "clocks")]
-    pcie, ecc, rows, pages, nvlink, clocks = [v if type(v) is dict else _EMPTY for v in sub]
+    pcie, ecc, rows, pages, nvlink, clocks = [v if isinstance(v, dict) else _EMPTY for v in sub]
     spec = _spec(gpu)
     throttle = [_text(t) for t in _l(gpu.get("throttle_reasons"))]
     lost = gpu.get("lost") is True
@@ -486,7 +489,7 @@ def _checklist(result):
         return _audit.checklist(result)
     except Exception as exc:  # defensive: one odd result must not sink the fleet report
         reason = "checklist failed: %r" % exc
-    return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _ in CHECK_ITEMS}
+    return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _unused in CHECK_ITEMS}
 
 
 def _escalate(status, to):
@@ -498,6 +501,9 @@ def _escalate(status, to):
 def _host_summary(result):
     entry = _host_entry(result)
     entry["action"] = _action(entry)
+    if entry["action"] == ACTION_RETURN and entry["provider_id"] is not None:
+        entry["return_action"] = _providers.return_action(entry["provider"], entry["provider_id"],
+                                                          entry["provider_machine_id"])
     entry["checklist"] = _checklist(result)
     return entry
 
@@ -517,6 +523,8 @@ def _host_entry(result):
     entry = {
         "host": host, "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
         "provider": result.get("provider"), "price_per_hour": _price(result.get("price_per_hour")),
+        "provider_id": result.get("provider_id"), "provider_machine_id": result.get("provider_machine_id"),
+        "provider_readiness": result.get("provider_readiness"), "return_action": None,
         "reachable": reachable, "collected_at": result.get("collected_at"),
         "facts_read_at": None, "facts_read_at_source": None,
         "source": facts.get("source"), "driver_version": facts.get("driver_version"),
@@ -693,12 +701,20 @@ _REMEDIATION_HEADERS = ["host", "outcome", "fixed", "still broken (why)", "needs
                         "planned (--check)"]
 
 
+def _provider_cell(bad):
+    """Provider and its id of the box (what the provider's console and API call it)."""
+    if bad.get("provider_id") is None:
+        return bad["provider"]
+    return "%s %s" % (bad["provider"], bad["provider_id"])
+
+
 def _action(entry):
     status = entry["status"]
     if status == "ok":
         return None
     if status in ("unreachable", "unknown"):
-        return ACTION_CHECK
+        # The provider itself lists the box as failed (an inventory plugin's gpufleet_readiness): give it back.
+        return ACTION_RETURN if entry.get("provider_readiness") == "failed" else ACTION_CHECK
     if status == "no-gpu":
         return ACTION_RETURN
     codes = {f.get("code") for f in entry["findings"] if f.get("severity") in _REASON_SEVERITIES}
@@ -706,8 +722,14 @@ def _action(entry):
         return ACTION_RETURN
     if any(g["passed"] is False for row in entry["gpus"] for g in row["gate"]):
         return ACTION_RETURN
-    doctor = _d(entry.get("doctor"))
-    if any(f.get("fixable") is False or f.get("remedy_class") == "provider" for f in _l(doctor.get("findings"))):
+    doctor = [f for f in _l(_d(entry.get("doctor")).get("findings")) if isinstance(f, dict)]
+    if any(f.get("remedy_class") == "provider" for f in doctor):
+        return ACTION_RETURN
+    # What the renter does, not gpufleet: restart the container (provider's console or API), or reboot a VM.
+    for remedy, action in (("restart_container", ACTION_RESTART), ("reboot", ACTION_REBOOT)):
+        if any(f.get("remedy_class") == remedy and f.get("severity") in _REASON_SEVERITIES for f in doctor):
+            return action
+    if any(f.get("fixable") is False for f in doctor):
         return ACTION_RETURN
     return ACTION_FIX
 
@@ -853,16 +875,17 @@ def _finish(hosts, now, results=None, check_mode=False):
         "drift": drift,
         "version_split": split,
     }
-    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _ in CHECK_ITEMS}
+    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
     for h in hosts:
         items = h.get("checklist") or _EMPTY
-        for key, _ in CHECK_ITEMS:
+        for key, _unused in CHECK_ITEMS:
             st = (items.get(key) or _EMPTY).get("status")
             counts = checks[key]
             counts[st if st in counts else "unknown"] += 1
     totals["checklist"] = checks
     bad = [{"host": h["host"], "status": h["status"], "provider": h["provider"], "action": h["action"],
-            "reasons": list(h["reasons"]), "simulated": h["simulated"]}
+            "reasons": list(h["reasons"]), "simulated": h["simulated"], "provider_id": h.get("provider_id"),
+            "return_action": h.get("return_action")}
            for h in hosts if h["status"] != "ok"]
     bad.sort(key=lambda b: (_BAD_ORDER.get(b["status"], 9), b["host"]))
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
@@ -1138,7 +1161,7 @@ def _csv_host_values(h):
 
 def _check_statuses(h):
     checks = h.get("checklist") or _EMPTY
-    return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _ in CHECK_ITEMS]
+    return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _unused in CHECK_ITEMS]
 
 
 def csv_rows(data):
@@ -1161,11 +1184,9 @@ _CSV_HOSTS_PER_CHUNK = 200
 
 def _csv_cache(cache, value):
     text = _csv_cell(value)
-    if (type(value) is str or type(value) is bool) and len(cache) < 100000:
+    if isinstance(value, (str, bool)) and len(cache) < 100000:
         cache[value] = text
     return text
-
-
 
 
 def iter_csv(data):
@@ -1273,7 +1294,7 @@ _CHECK_ORDER = {"fail": 0, "warn": 1, "unknown": 2, "ok": 3}
 
 def _check_rank(h):
     items = h.get("checklist") or _EMPTY
-    return min([_CHECK_ORDER.get((items.get(k) or _EMPTY).get("status"), 2) for k, _ in CHECK_ITEMS])
+    return min([_CHECK_ORDER.get((items.get(k) or _EMPTY).get("status"), 2) for k, _unused in CHECK_ITEMS])
 
 
 def _checklist_hosts(s):
@@ -1282,7 +1303,7 @@ def _checklist_hosts(s):
     if len(hosts) <= CHECKLIST_ROWS:
         return [h for h in hosts if h.get("checklist")], len(hosts)
     ranked = sorted(((_check_rank(h), i) for i, h in enumerate(hosts) if h.get("checklist")))
-    return [hosts[i] for _, i in ranked[:CHECKLIST_ROWS]], len(hosts)
+    return [hosts[i] for _unused, i in ranked[:CHECKLIST_ROWS]], len(hosts)
 
 
 def _check_cell(h, key):
@@ -1404,7 +1425,8 @@ def iter_markdown(data):
     out += ["", "## Hosts to return / fix", ""]
     if s["bad_hosts"]:
         out += _md_table(["host", "status", "provider", "action", "reasons"], [
-            [b["host"] + (" (simulated)" if b["simulated"] else ""), b["status"], b["provider"], b["action"],
+            [b["host"] + (" (simulated)" if b["simulated"] else ""), b["status"], _provider_cell(b),
+             b["action"] + (": " + b["return_action"] if b.get("return_action") else ""),
              "; ".join(b["reasons"])] for b in s["bad_hosts"]])
     else:
         out.append("None: every host is ok.")
@@ -1418,7 +1440,7 @@ def iter_markdown(data):
     out = _md_table(["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "facts read at", "reasons"], [])
     for n, h in enumerate(s["hosts"], 1):
         out.append(_md_row([_md(c) for c in (
-            h["host"] + (" (simulated)" if h["simulated"] else ""), h["status"], h["provider"],
+            h["host"] + (" (simulated)" if h["simulated"] else ""), h["status"], _provider_cell(h),
             _money(h["price_per_hour"]), _models(h), _driver_text(h), facts_time_text(h),
             "; ".join(h["reasons"]))]))
         if n % _MD_HOSTS_PER_CHUNK == 0:
@@ -1471,14 +1493,14 @@ def _md_checklist(s):
     if len(listed) < total:
         out += ["%d of %d hosts, those with a failed or warned item first; fleet.json has every host." % (
             len(listed), total), ""]
-    out += _md_table(["host", "status"] + [label for _, label in CHECK_ITEMS], [])
+    out += _md_table(["host", "status"] + [label for _unused, label in CHECK_ITEMS], [])
     yield "\n".join(out) + "\n"
     out = []
     cache = {}  # cell text -> Markdown: most cells repeat across hosts
     for n, h in enumerate(listed, 1):
-        cells = [_check_cell(h, key) for key, _ in CHECK_ITEMS]
-        out.append(_md_row([_md(h["host"]), h["status"]] + [cache[c] if c in cache else _md_cache(cache, c)
-                                                              for c in cells]))
+        cells = [_check_cell(h, key) for key, _unused in CHECK_ITEMS]
+        out.append(_md_row([_md(h["host"]), h["status"]]
+                           + [cache[c] if c in cache else _md_cache(cache, c) for c in cells]))
         if n % _MD_HOSTS_PER_CHUNK == 0:
             yield "\n".join(out) + "\n"
             out = []
@@ -1621,7 +1643,7 @@ _HTML_HOSTS_PER_CHUNK = 200
 def _html_host_row(h):
     return "<tr>" + "".join([
         _td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True),
-        _td(h["provider"]), _td(_money(h["price_per_hour"]), cls="num"), _td(_models(h)),
+        _td(_provider_cell(h)), _td(_money(h["price_per_hour"]), cls="num"), _td(_models(h)),
         _td(_fmt_mem(h["memory_total_mib"] or None), cls="num"), _td(h["peak_bf16_tflops"], cls="num"),
         _td(_driver_text(h)), _td(h["source"]), _td(facts_time_text(h)), _td(_reasons_html(h["reasons"]), raw=True),
     ]) + "</tr>"
@@ -1670,7 +1692,10 @@ def iter_html(data):
     if s["bad_hosts"]:
         parts.append(_html_table(["host", "status", "provider", "action", "reasons"], [
             [_td(_h(b["host"]) + _sim(b["simulated"]), raw=True), _td(_status(b["status"]), raw=True),
-             _td(b["provider"]), _td(b["action"]), _td(_reasons_html(b["reasons"]), raw=True)]
+             _td(_provider_cell(b)),
+             _td(_h(b["action"]) + ('<br><span class="muted">%s</span>' % _h(b["return_action"])
+                                    if b.get("return_action") else ""), raw=True),
+             _td(_reasons_html(b["reasons"]), raw=True)]
             for b in s["bad_hosts"]]))
     else:
         parts.append("<p>None: every host is ok.</p>")
@@ -1764,12 +1789,12 @@ def _html_checklist(s):
     if len(listed) < total:
         parts.append('<p class="muted">%d of %d hosts, those with a failed or warned item first; fleet.json has '
                      "every host.</p>" % (len(listed), total))
-    parts.append(_html_head(["host", "status"] + [label for _, label in CHECK_ITEMS]))
+    parts.append(_html_head(["host", "status"] + [label for _unused, label in CHECK_ITEMS]))
     cache = {}  # (status, cell text) -> <td>: most cells repeat across hosts
     for n, h in enumerate(listed, 1):
         items = h.get("checklist") or _EMPTY
         cells = [_td(_h(h["host"]) + _sim(h["simulated"]), raw=True), _td(_status(h["status"]), raw=True)]
-        for key, _ in CHECK_ITEMS:
+        for key, _unused in CHECK_ITEMS:
             st = (items.get(key) or _EMPTY).get("status") or "unknown"
             ck = (st, _check_cell(h, key))
             td = cache.get(ck)
@@ -1801,40 +1826,48 @@ def to_html(data):
 
 
 # --------------------------------------------------------------------------- Prometheus
+# One metric schema (docs/metrics.md): per-GPU series (labels gpu, uuid, name) belong to each host's
+# exporter (gpufleet_gpu_*, roles/gpu_monitoring); this file holds fleet- and host-level series only,
+# under names the exporter never writes (gpufleet_host_*, gpufleet_fleet_*, gpufleet_report_*), so one
+# Prometheus holds one label set per name. Host-level series keep the file small: about 0.9 KiB per
+# host, under 10 MiB at 10,000 hosts (scripts/bench-report prints it).
+# (name, type, labels, help); labels are the whole label set of every sample of that name.
 _METRICS = (
-    ("gpufleet_host_up", "gauge", "1 if the host was reached by the report playbook."),
-    ("gpufleet_host_status", "gauge", "1 for the host's current status, 0 for the others."),
-    ("gpufleet_host_simulated", "gauge", "1 if the host's GPU facts come from a simulation (test double)."),
-    ("gpufleet_host_gpus", "gauge", "GPUs reported by the host."),
-    ("gpufleet_host_price_per_hour_dollars", "gauge", "Rental price of the host per hour."),
-    ("gpufleet_host_health_findings", "gauge", "Host-level health findings (not tied to one GPU) by severity."),
-    ("gpufleet_host_version_drift", "gauge",
+    ("gpufleet_host_up", "gauge", ("host",), "1 if the host was reached by the report playbook."),
+    ("gpufleet_host_status", "gauge", ("host", "status"), "The host's current status as a label; always 1."),
+    ("gpufleet_host_simulated", "gauge", ("host",), "1 if the host's GPU facts come from a simulation (test double)."),
+    ("gpufleet_host_gpus", "gauge", ("host",), "GPUs reported by the host."),
+    ("gpufleet_host_gpus_lost", "gauge", ("host",), "GPUs of the host that are lost (fallen off the bus)."),
+    ("gpufleet_host_gpus_by_model", "gauge", ("host", "name"), "GPUs of the host by model name."),
+    ("gpufleet_host_price_per_hour_dollars", "gauge", ("host",), "Rental price of the host per hour."),
+    ("gpufleet_host_peak_bf16_tflops", "gauge", ("host",),
+     "Vendor peak dense BF16 TFLOPS of the host's GPUs together."),
+    ("gpufleet_host_health_findings", "gauge", ("host", "severity"),
+     "Health findings of the host and its GPUs by severity (critical and warning always, info and unknown when > 0)."),
+    ("gpufleet_host_version_drift", "gauge", ("host", "field"),
      "1 if the host's driver (field=driver_version) or CUDA driver version (field=cuda_driver_version)"
      " differs from the fleet's most common one."),
-    ("gpufleet_gpu_info", "gauge", "GPU identity; always 1."),
-    ("gpufleet_gpu_memory_total_bytes", "gauge", "Total GPU memory in bytes."),
-    ("gpufleet_gpu_temperature_celsius", "gauge", "GPU temperature."),
-    ("gpufleet_gpu_power_watts", "gauge", "GPU power draw."),
-    ("gpufleet_gpu_power_limit_watts", "gauge", "GPU enforced power limit."),
-    ("gpufleet_gpu_pcie_link_width", "gauge", "PCIe link width (lanes), current and max."),
-    ("gpufleet_gpu_pcie_link_generation", "gauge", "PCIe link generation, current and max."),
-    ("gpufleet_gpu_ecc_errors_total", "counter", "ECC errors by kind (corrected/uncorrected) and scope."),
-    ("gpufleet_gpu_lost", "gauge", "1 if the GPU is lost (fallen off the bus)."),
-    ("gpufleet_gpu_health_findings", "gauge", "Health findings for the GPU by severity."),
-    ("gpufleet_gpu_peak_bf16_tflops", "gauge", "Vendor peak dense BF16 TFLOPS of the GPU model."),
-    ("gpufleet_gate_fraction_of_peak", "gauge", "Gate benchmark result as a fraction of the expected figure."),
-    ("gpufleet_gate_passed", "gauge", "1 if the gate test passed, 0 if it failed."),
-    ("gpufleet_fleet_hosts", "gauge", "Hosts in the fleet report by status."),
-    ("gpufleet_report_timestamp_seconds", "gauge", "When the fleet report was generated (Unix time)."),
+    ("gpufleet_host_gate_fraction_of_expected", "gauge", ("host", "test"),
+     "Gate benchmark result of the host's weakest GPU as a fraction of the expected figure."),
+    ("gpufleet_host_gate_passed", "gauge", ("host", "test"),
+     "1 if every GPU of the host passed the gate test, 0 if one failed."),
+    ("gpufleet_fleet_hosts", "gauge", ("status",), "Hosts in the fleet report by status."),
+    ("gpufleet_fleet_gpus", "gauge", ("name",), "GPUs in the fleet by model name."),
+    ("gpufleet_fleet_gpus_usable", "gauge", (), "GPUs that answer, on hosts whose status is ok or degraded."),
+    ("gpufleet_fleet_price_per_hour_dollars", "gauge", (), "Rental price of the hosts with a known price, per hour."),
+    ("gpufleet_fleet_dollars_per_peak_tflop_hour", "gauge", (),
+     "Dollars per vendor-peak BF16 TFLOP-hour, over hosts with a price and a peak figure."),
+    ("gpufleet_fleet_dollars_per_measured_tflop_hour", "gauge", (),
+     "Dollars per measured (gate) BF16 TFLOP-hour, over hosts with a price and a measurement."),
+    ("gpufleet_report_timestamp_seconds", "gauge", (), "When the fleet report was generated (Unix time)."),
 )
+PROMETHEUS_METRICS = {name: (kind, labels, text) for name, kind, labels, text in _METRICS}
 _SEVERITIES = ("critical", "warning", "info", "unknown")
-_ECC = (("corrected", "volatile"), ("corrected", "aggregate"), ("uncorrected", "volatile"),
-        ("uncorrected", "aggregate"))
 
 
 def prom_escape(value):
     """A label value escaped per the Prometheus text exposition format."""
-    text = value if type(value) is str else _text(value)
+    text = value if isinstance(value, str) else _text(value)
     if "\\" in text or '"' in text or "\n" in text:
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return text
@@ -1849,7 +1882,7 @@ def _prom_value(value):
 
 
 def _pv(value):
-    """The sample text of ``value``, or None for no sample (null, NaN, text)."""
+    """The sample text of ``value``, or None for no sample (null, NaN, infinite, text)."""
     if value is None:
         return None
     t = type(value)
@@ -1874,250 +1907,96 @@ def _drifting(s):
     return {(d["host"], d["field"]) for d in s["totals"].get("drift") or ()}
 
 
+def _host_gate(h):
+    """[(test, lowest fraction_of_peak or None, passed: True/False/None)] over the host's GPUs, by test."""
+    tests = {}
+    for g in h["gpus"]:
+        for e in g["gate"]:
+            low, passed = tests.get(e["test"], (None, None))
+            frac = _num(e["fraction_of_peak"])
+            if frac is not None and -_INF < frac < _INF and (low is None or frac < low):
+                low = frac
+            if e["passed"] is not None:
+                passed = bool(e["passed"]) if passed is None else passed and bool(e["passed"])
+            tests[e["test"]] = (low, passed)
+    return [(test, low, passed) for test, (low, passed) in tests.items()]
+
+
 def _prom_samples(s):
-    """Every sample as (metric, label text, value), in output order within a metric; duplicates
-    (same metric and labels) dropped. Used when the input has duplicate hosts, GPU indexes or
-    gate tests; ``_prom_fast`` gives the same lines otherwise."""
-    samples = {name: [] for name, _, _ in _METRICS}
-    seen = set()
+    """Every sample as (metric, [line]), in _METRICS order. A host name seen before (two result
+    files for one host) is written once, the first one wins, so no series repeats. Each label value
+    is escaped once per host, not once per sample."""
+    out = {name: [] for name, _unused, _unused, _unused in _METRICS}
     t = s["totals"]
     drifting = _drifting(s)
-
-    def add(name, labels, value):
-        value = _num(value) if not isinstance(value, bool) else value
-        if value is None:
-            return
-        label_text = ",".join('%s="%s"' % (k, prom_escape(v)) for k, v in labels)
-        key = (name, label_text)
-        if key in seen:
-            return
-        seen.add(key)
-        samples[name].append("%s{%s} %s" % (name, label_text, _prom_value(value)))
-
+    drift_fields = [field for field, _unused, usual in _DRIFT_FIELDS if t.get(usual) is not None]
+    statuses = [(st, ',status="%s"' % st) for st in STATUSES]
+    hosts_seen = set()
+    up, status, simulated = out["gpufleet_host_up"], out["gpufleet_host_status"], out["gpufleet_host_simulated"]
     for h in s["hosts"]:
-        host = (("host", h["host"]),)
-        add("gpufleet_host_up", host, 1 if h["status"] != "unreachable" and h["reachable"] is not False else 0)
-        for st in STATUSES:
-            add("gpufleet_host_status", host + (("status", st),), 1 if h["status"] == st else 0)
-        add("gpufleet_host_simulated", host, 1 if h["simulated"] else 0)
-        add("gpufleet_host_gpus", host, h["gpu_count"])
-        add("gpufleet_host_price_per_hour_dollars", host, h["price_per_hour"])
-        host_findings = [f for f in h["findings"] if f.get("gpu_index") is None]
-        if h["gpus"] or host_findings:
-            for sev in _SEVERITIES:
-                add("gpufleet_host_health_findings", host + (("severity", sev),),
-                    sum(1 for f in host_findings if f.get("severity") == sev))
+        hl = 'host="%s"' % prom_escape(h["host"])
+        if hl in hosts_seen:
+            continue
+        hosts_seen.add(hl)
+        up.append("gpufleet_host_up{%s} %d" % (hl, 1 if h["status"] != "unreachable" and h["reachable"] is not False
+                                               else 0))
+        # The current status only: one line per host, not one per status (the file's size at
+        # 10,000 hosts); count by (status) or {status="failed"} read it.
+        for st, sl in statuses:
+            if h["status"] == st:
+                status.append("gpufleet_host_status{%s%s} 1" % (hl, sl))
+        simulated.append("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0))
+
+        def put(name, value, extra="", hl=hl):
+            v = _pv(value)
+            if v is not None:
+                out[name].append("%s{%s%s} %s" % (name, hl, extra, v))
+
+        put("gpufleet_host_gpus", h["gpu_count"])
         if h["gpus"]:
-            for field, _, usual in _DRIFT_FIELDS:
-                if t.get(usual) is not None:
-                    add("gpufleet_host_version_drift", host + (("field", field),),
-                        1 if (h["host"], field) in drifting else 0)
-        for g in h["gpus"]:
-            gl = host + (("index", g["index"]),)
-            add("gpufleet_gpu_info", gl + (("uuid", g["uuid"]), ("name", g["name"]), ("driver", h["driver_version"])),
-                1)
-            if g["memory_total_mib"] is not None:
-                add("gpufleet_gpu_memory_total_bytes", gl, int(g["memory_total_mib"] * 1024 * 1024))
-            add("gpufleet_gpu_temperature_celsius", gl, g["temperature_c"])
-            add("gpufleet_gpu_power_watts", gl, g["power_draw_w"])
-            add("gpufleet_gpu_power_limit_watts", gl, g["power_limit_w"])
-            add("gpufleet_gpu_pcie_link_width", gl + (("kind", "current"),), g["pcie_width_current"])
-            add("gpufleet_gpu_pcie_link_width", gl + (("kind", "max"),), g["pcie_width_max"])
-            add("gpufleet_gpu_pcie_link_generation", gl + (("kind", "current"),), g["pcie_gen_current"])
-            add("gpufleet_gpu_pcie_link_generation", gl + (("kind", "max"),), g["pcie_gen_max"])
-            for kind, scope in _ECC:
-                add("gpufleet_gpu_ecc_errors_total", gl + (("kind", kind), ("scope", scope)),
-                    g["ecc_%s_%s" % (scope, kind)])
-            add("gpufleet_gpu_lost", gl, 1 if g["lost"] else 0)
-            mine = [f for f in h["findings"] if f.get("gpu_index") == g["index"] and g["index"] is not None]
+            put("gpufleet_host_gpus_lost", sum(1 for g in h["gpus"] if g["lost"]))
+        models = {}
+        for model, n in h["gpu_models"].items():
+            models.setdefault(prom_escape(model), n)
+        for model in sorted(models):
+            put("gpufleet_host_gpus_by_model", models[model], ',name="%s"' % model)
+        put("gpufleet_host_price_per_hour_dollars", h["price_per_hour"])
+        put("gpufleet_host_peak_bf16_tflops", h["peak_bf16_tflops"])
+        if h["gpus"] or h["findings"]:
+            # critical and warning always (0 included); info and unknown only when there are some.
+            found = [f.get("severity") for f in h["findings"]]
             for sev in _SEVERITIES:
-                add("gpufleet_gpu_health_findings", gl + (("severity", sev),),
-                    sum(1 for f in mine if f.get("severity") == sev))
-            add("gpufleet_gpu_peak_bf16_tflops", gl, g["peak_bf16_tflops"])
-            for gate in g["gate"]:
-                tl = gl + (("test", gate["test"]),)
-                add("gpufleet_gate_fraction_of_peak", tl, gate["fraction_of_peak"])
-                if gate["passed"] is not None:
-                    add("gpufleet_gate_passed", tl, 1 if gate["passed"] else 0)
+                n = found.count(sev)
+                if n or sev in ("critical", "warning"):
+                    put("gpufleet_host_health_findings", n, ',severity="%s"' % sev)
+        if h["gpus"]:
+            for field in drift_fields:
+                put("gpufleet_host_version_drift", 1 if (h["host"], field) in drifting else 0, ',field="%s"' % field)
+        for test, low, passed in _host_gate(h):
+            tl = ',test="%s"' % prom_escape(test)
+            put("gpufleet_host_gate_fraction_of_expected", low, tl)
+            put("gpufleet_host_gate_passed", passed, tl)
+
+    def fleet(name, value, labels=""):
+        v = _pv(value)
+        if v is not None:
+            out[name].append("%s{%s} %s" % (name, labels, v))
+
     for st in STATUSES:
-        add("gpufleet_fleet_hosts", (("status", st),), t["hosts_by_status"].get(st, 0))
-    ts = _timestamp(s["generated_at"])
-    if ts is not None:
-        add("gpufleet_report_timestamp_seconds", (), ts)
-    for name, _, _ in _METRICS:
-        yield name, samples[name]
-
-
-def _prom_prepare(hosts):
-    """[(host, host label text, [(gpu, gpu label text, driver label value, severities of its
-    findings)])], each label value escaped once; None when two hosts share a name, two GPUs of a
-    host an index label or two gate results of a GPU a test label (then samples could repeat)."""
-    prepared = []
-    names = set()
-    for h in hosts:
-        name = prom_escape(h["host"])
-        if name in names:
-            return None
-        names.add(name)
-        hl = 'host="%s"' % name
-        driver = prom_escape(h["driver_version"])
-        gpus = []
-        indexes = set()
-        for g in h["gpus"]:
-            index = g["index"]
-            label = prom_escape(index)
-            if label in indexes:
-                return None
-            indexes.add(label)
-            if len(g["gate"]) > 1 and len({prom_escape(e["test"]) for e in g["gate"]}) < len(g["gate"]):
-                return None
-            mine = [f.get("severity") for f in h["findings"]
-                    if index is not None and f.get("gpu_index") == index] if h["findings"] else ()
-            gpus.append((g, '%s,index="%s"' % (hl, label), driver, mine))
-        prepared.append((h, hl, gpus))
-    return prepared
-
-
-def _prom_fast(s, prepared):
-    """Like ``_prom_samples`` for input without duplicates (``_prom_prepare``), built metric by
-    metric: each label value is escaped once per host / GPU, not once per sample."""
-    t = s["totals"]
-    drifting = _drifting(s)
-    all_gpus = [x for _, _, gpus in prepared for x in gpus]
-
-    def host_up():
-        for h, hl, _ in prepared:
-            up = 1 if h["status"] != "unreachable" and h["reachable"] is not False else 0
-            yield "gpufleet_host_up{%s} %d" % (hl, up)
-
-    def host_status():
-        for h, hl, _ in prepared:
-            for st in STATUSES:
-                yield 'gpufleet_host_status{%s,status="%s"} %d' % (hl, st, 1 if h["status"] == st else 0)
-
-    def host_value(name, get):
-        def gen():
-            for h, hl, _ in prepared:
-                v = _pv(get(h))
-                if v is not None:
-                    yield "%s{%s} %s" % (name, hl, v)
-        return gen
-
-    def host_findings():
-        for h, hl, gpus in prepared:
-            found = [f.get("severity") for f in h["findings"] if f.get("gpu_index") is None]
-            if gpus or found:
-                for sev in _SEVERITIES:
-                    yield 'gpufleet_host_health_findings{%s,severity="%s"} %d' % (hl, sev, found.count(sev))
-
-    def version_drift():
-        fields = [field for field, _, usual in _DRIFT_FIELDS if t.get(usual) is not None]
-        for h, hl, gpus in prepared:
-            if gpus:
-                for field in fields:
-                    yield 'gpufleet_host_version_drift{%s,field="%s"} %d' % (
-                        hl, field, 1 if (h["host"], field) in drifting else 0)
-
-    def gpu_info():
-        for g, gl, driver, _ in all_gpus:
-            yield 'gpufleet_gpu_info{%s,uuid="%s",name="%s",driver="%s"} 1' % (
-                gl, prom_escape(g["uuid"]), prom_escape(g["name"]), driver)
-
-    def gpu_memory():
-        for g, gl, _, _ in all_gpus:
-            if g["memory_total_mib"] is not None:
-                v = _pv(int(g["memory_total_mib"] * 1024 * 1024))
-                if v is not None:
-                    yield "gpufleet_gpu_memory_total_bytes{%s} %s" % (gl, v)
-
-    def gpu_values(name, keys):
-        """Samples of ``name`` from the GPU row fields ``keys`` [(field, extra label text)]."""
-        def gen():
-            head = name + "{"
-            for g, gl, _, _ in all_gpus:
-                for key, extra in keys:
-                    v = g[key]
-                    if v is None:
-                        continue
-                    v = str(v) if type(v) is int else _pv(v)  # ints (most values) without a call
-                    if v is not None:
-                        yield "%s%s%s} %s" % (head, gl, extra, v)
-        return gen
-
-    def gpu_value(name, key):
-        return gpu_values(name, [(key, "")])
-
-    def gpu_pair(name, cur, top):
-        return gpu_values(name, [(cur, ',kind="current"'), (top, ',kind="max"')])
-
-    gpu_ecc = gpu_values("gpufleet_gpu_ecc_errors_total", [
-        ("ecc_%s_%s" % (scope, kind), ',kind="%s",scope="%s"' % (kind, scope)) for kind, scope in _ECC])
-
-    def gpu_lost():
-        for g, gl, _, _ in all_gpus:
-            yield "gpufleet_gpu_lost{%s} %d" % (gl, 1 if g["lost"] else 0)
-
-    def gpu_findings():
-        zero = ["".join('gpufleet_gpu_health_findings{%s,severity="%s"} 0\n' % ("%s", sev) for sev in _SEVERITIES)]
-        zero = zero[0][:-1]  # the four lines of a GPU without findings, "%s" for its labels
-        for _, gl, _, mine in all_gpus:
-            if not mine:
-                yield zero.replace("%s", gl)
-                continue
-            for sev in _SEVERITIES:
-                yield 'gpufleet_gpu_health_findings{%s,severity="%s"} %d' % (gl, sev, mine.count(sev))
-
-    def gate(name, passed):
-        def gen():
-            for g, gl, _, _ in all_gpus:
-                for e in g["gate"]:
-                    if passed:
-                        v = None if e["passed"] is None else ("1" if e["passed"] else "0")
-                    else:
-                        v = _pv(e["fraction_of_peak"])
-                    if v is not None:
-                        yield '%s{%s,test="%s"} %s' % (name, gl, prom_escape(e["test"]), v)
-        return gen
-
-    def fleet_hosts():
-        for st in STATUSES:
-            yield 'gpufleet_fleet_hosts{status="%s"} %s' % (st, _pv(t["hosts_by_status"].get(st, 0)))
-
-    def stamp():
-        ts = _timestamp(s["generated_at"])
-        if ts is not None:
-            yield "gpufleet_report_timestamp_seconds{} %s" % _prom_value(ts)
-
-    gens = {
-        "gpufleet_host_up": host_up,
-        "gpufleet_host_status": host_status,
-        "gpufleet_host_simulated": lambda: ("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0)
-                                            for h, hl, _ in prepared),
-        "gpufleet_host_gpus": host_value("gpufleet_host_gpus", lambda h: h["gpu_count"]),
-        "gpufleet_host_price_per_hour_dollars": host_value("gpufleet_host_price_per_hour_dollars",
-                                                           lambda h: h["price_per_hour"]),
-        "gpufleet_host_health_findings": host_findings,
-        "gpufleet_host_version_drift": version_drift,
-        "gpufleet_gpu_info": gpu_info,
-        "gpufleet_gpu_memory_total_bytes": gpu_memory,
-        "gpufleet_gpu_temperature_celsius": gpu_value("gpufleet_gpu_temperature_celsius", "temperature_c"),
-        "gpufleet_gpu_power_watts": gpu_value("gpufleet_gpu_power_watts", "power_draw_w"),
-        "gpufleet_gpu_power_limit_watts": gpu_value("gpufleet_gpu_power_limit_watts", "power_limit_w"),
-        "gpufleet_gpu_pcie_link_width": gpu_pair("gpufleet_gpu_pcie_link_width", "pcie_width_current",
-                                                 "pcie_width_max"),
-        "gpufleet_gpu_pcie_link_generation": gpu_pair("gpufleet_gpu_pcie_link_generation", "pcie_gen_current",
-                                                      "pcie_gen_max"),
-        "gpufleet_gpu_ecc_errors_total": gpu_ecc,
-        "gpufleet_gpu_lost": gpu_lost,
-        "gpufleet_gpu_health_findings": gpu_findings,
-        "gpufleet_gpu_peak_bf16_tflops": gpu_value("gpufleet_gpu_peak_bf16_tflops", "peak_bf16_tflops"),
-        "gpufleet_gate_fraction_of_peak": gate("gpufleet_gate_fraction_of_peak", False),
-        "gpufleet_gate_passed": gate("gpufleet_gate_passed", True),
-        "gpufleet_fleet_hosts": fleet_hosts,
-        "gpufleet_report_timestamp_seconds": stamp,
-    }
-    for name, _, _ in _METRICS:
-        yield name, gens[name]()
+        fleet("gpufleet_fleet_hosts", t["hosts_by_status"].get(st, 0), 'status="%s"' % st)
+    models = {}
+    for model, n in (t.get("gpus_by_model") or {}).items():
+        models.setdefault(prom_escape(model), n)
+    for model in sorted(models):
+        fleet("gpufleet_fleet_gpus", models[model], 'name="%s"' % model)
+    fleet("gpufleet_fleet_gpus_usable", t.get("gpus_usable"))
+    if t.get("priced_hosts"):
+        fleet("gpufleet_fleet_price_per_hour_dollars", t.get("price_per_hour"))
+    fleet("gpufleet_fleet_dollars_per_peak_tflop_hour", t.get("usd_per_peak_tflop_hour"))
+    fleet("gpufleet_fleet_dollars_per_measured_tflop_hour", t.get("usd_per_measured_tflop_hour"))
+    fleet("gpufleet_report_timestamp_seconds", _timestamp(s["generated_at"]))
+    for name, _unused, _unused, _unused in _METRICS:
+        yield name, out[name]
 
 
 _PROM_LINES_PER_CHUNK = 8192
@@ -2126,14 +2005,10 @@ _PROM_LINES_PER_CHUNK = 8192
 def iter_prometheus(data):
     """``to_prometheus`` in chunks."""
     s = _as_summary(data)
-    prepared = _prom_prepare(s["hosts"])
-    metrics = _prom_samples(s) if prepared is None else _prom_fast(s, prepared)
-    help_of = {name: (kind, text) for name, kind, text in _METRICS}
-    for name, lines in metrics:
-        lines = list(lines)  # one metric at a time: at most a few hundred thousand lines
+    for name, lines in _prom_samples(s):
         if not lines:
             continue
-        kind, help_text = help_of[name]
+        kind, _unused, help_text = PROMETHEUS_METRICS[name]
         yield "# HELP %s %s\n# TYPE %s %s\n" % (name, help_text, name, kind)
         for start in range(0, len(lines), _PROM_LINES_PER_CHUNK):
             yield "\n".join(lines[start:start + _PROM_LINES_PER_CHUNK]) + "\n"
@@ -2219,7 +2094,7 @@ def _write_parallel(summary, outdir):
             if message is not None or proc.exitcode != 0:
                 errors.append((kinds, message or ("exit", None, "exit code %s" % proc.exitcode, None)))
     finally:
-        for _, proc, _ in procs:
+        for _unused, proc, _unused in procs:
             if proc.is_alive():
                 proc.kill()
                 proc.join()

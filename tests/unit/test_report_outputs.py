@@ -63,7 +63,8 @@ def _errors(validator, data):
 def test_schema_statuses_match_the_report(validator):
     assert validator.schema["$defs"]["status"]["enum"] == list(report.STATUSES)
     actions = validator.schema["$defs"]["action"]["enum"]
-    assert set(actions) == {report.ACTION_RETURN, report.ACTION_FIX, report.ACTION_CHECK, None}
+    assert set(actions) == {report.ACTION_RETURN, report.ACTION_FIX, report.ACTION_RESTART, report.ACTION_REBOOT,
+                            report.ACTION_CHECK, None}
     sources = validator.schema["$defs"]["host"]["properties"]["facts_read_at_source"]["enum"]
     assert sources == list(report.FACTS_TIME_SOURCES)
 
