@@ -35,19 +35,39 @@ options:
     type: str
     choices: [cuda, cpu]
     default: cuda
+  tier:
+    description:
+      - C(quick) (about a minute) runs the default tests. C(full) (at most 300 s) adds C(nccl_allreduce) (bus
+        bandwidth against per-model floors) and C(sustained_gemm) (a C(sustained_s) GEMM on all GPUs at once,
+        sampling SM clock and throttle reasons; entries C(sustained_gemm) and C(clock_drop)). C(burn-in) (900 to
+        3600 s, opt-in) adds C(burn_in) - GEMM plus memory load for the rest of the budget, sampling
+        temperature, power, clocks and throttle reasons, and reading new Xid lines in the kernel log (entries
+        C(burn_in_gemm), C(burn_in_clock_drop), C(burn_in_throttle), C(burn_in_temperature), C(burn_in_xid)).
+      - In cpu mode every tier runs its mechanics with small sizes and any budget up to the tier's maximum; a gloo
+        all-reduce between two local processes stands in for NCCL.
+    type: str
+    choices: [quick, full, burn-in]
+    default: quick
+    aliases: [gate_tier]
   tests:
     description:
-      - Tests to run. C(bf16_gemm) becomes C(fp16_gemm) on GPUs without BF16. C(p2p_bandwidth) and
-        C(nccl_allreduce) need two or more GPUs and are skipped (listed in C(gate.skipped)) otherwise.
+      - Tests to run (default the tier's). C(bf16_gemm) becomes C(fp16_gemm) on GPUs without BF16. C(p2p_bandwidth)
+        and C(nccl_allreduce) need two or more GPUs and are skipped (listed in C(gate.skipped)) otherwise (in cpu
+        mode C(nccl_allreduce) runs over gloo).
     type: list
     elements: str
-    default: [bf16_gemm, tf32_gemm, memory_bandwidth, h2d_bandwidth, d2h_bandwidth, p2p_bandwidth]
   time_budget_s:
     description:
-      - Seconds the whole gate may take on this host, shared equally between tests and GPUs. Each test still runs
-        its warm-up and at least 3 repetitions. Less than 1 s per test and GPU is refused.
+      - Hard limit in seconds for the whole gate on this host; default the tier's (60, 300, 900), within its range
+        on a GPU (quick at most 60, full at most 300, burn-in 900 to 3600). The per-GPU tests share equally what the
+        sustained GEMM and burn-in leave; each still runs its warm-up and at least 3 repetitions unless the budget
+        ends. Once a test cannot fit in what is left it does not start and is listed in C(gate.skipped) with the
+        reason. Less than 1 s per test and GPU is refused.
     type: float
-    default: 60
+  sustained_s:
+    description: Seconds of the full tier's sustained GEMM (default 45 on a GPU, 2 in cpu mode);
+      at most half the budget.
+    type: float
   repetitions:
     description: Timed repetitions per test (at most; the budget may stop a test earlier, never below 3).
     type: int
@@ -92,6 +112,12 @@ extends_documentation_fragment:
 EXAMPLES = r"""
 - name: Gate every GPU (quick gate, at most 60 s)
   gpu_gate:
+  vars:
+    ansible_python_interpreter: /opt/gpufleet/venv/bin/python
+
+- name: Full gate (at most 5 min) - adds the all-reduce and a sustained GEMM with clock sampling
+  gpu_gate:
+    tier: full
   vars:
     ansible_python_interpreter: /opt/gpufleet/venv/bin/python
 
@@ -153,8 +179,27 @@ gate:
       description: torch in the interpreter that ran the gate.
       type: str
     duration_s:
-      description: Seconds the benchmarks took.
+      description: Seconds the benchmarks took (the same as C(wall_s)).
       type: float
+    tier:
+      description: The tier that ran.
+      type: str
+    tests:
+      description: The tests asked for.
+      type: list
+      elements: str
+    time_budget_s:
+      description: The hard budget, seconds.
+      type: float
+    wall_s:
+      description: Measured wall time of the gate on this host, seconds.
+      type: float
+    budget_spent:
+      description: True when the budget stopped a test from starting (see C(budget_note) and C(skipped)).
+      type: bool
+    budget_note:
+      description: Why the budget stopped work, or that the gate finished within it.
+      type: str
 torch_text:
   description: torch's warning or error text when it cannot use CUDA.
   returned: when CUDA is unusable
@@ -197,8 +242,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             device=dict(type="str", default="cuda", choices=list(gate.DEVICES)),
-            tests=dict(type="list", elements="str", default=list(gate.DEFAULT_TESTS)),
-            time_budget_s=dict(type="float", default=gate.DEFAULTS["time_budget_s"]),
+            tier=dict(type="str", default="quick", choices=list(gate.TIERS), aliases=["gate_tier"]),
+            tests=dict(type="list", elements="str"),
+            time_budget_s=dict(type="float"),
+            sustained_s=dict(type="float"),
             repetitions=dict(type="int", default=gate.DEFAULTS["repetitions"]),
             warmup=dict(type="int", default=gate.DEFAULTS["warmup"]),
             outlier_margin=dict(type="float", default=gate.DEFAULTS["outlier_margin"]),
@@ -210,7 +257,8 @@ def main():
         supports_check_mode=True,
     )
     try:
-        params = gate.validate(dict(module.params))
+        # module.params also holds each alias under its own name; the gate reads the option names
+        params = gate.validate({k: v for k, v in module.params.items() if k != "gate_tier"})
     except gate.GateInputError as exc:
         module.fail_json(msg="gpu_gate: invalid input: %s" % exc)
     if torch is None:
@@ -228,11 +276,16 @@ def main():
                              "remedy." % (exc, detail), torch_text=exc.text, torch_error_code=code)
     entries = gate.evaluate(result["raw"], result["gpus"], params)
     verdicts = [e["passed"] for e in entries if e["passed"] is not None]
+    budget = result["budget"]
     summary = {
         "passed": (all(verdicts) if verdicts else None),
         "failed": ["GPU %s %s: %s" % (e["index"], e["test"], e["why"]) for e in entries if e["passed"] is False],
         "skipped": result["skipped"], "device_count": result["device_count"],
         "torch_version": result["torch_version"], "duration_s": result["duration_s"],
+        "tier": params["tier"], "tests": params["tests"], "time_budget_s": params["time_budget_s"],
+        "wall_s": budget["wall_s"], "budget_spent": budget["stopped"] is not None,
+        "budget_note": budget["stopped"] or "finished within the budget ({0:.1f} of {1:.0f} s)".format(
+            budget["wall_s"], params["time_budget_s"]),
     }
     module.exit_json(changed=False, ansible_facts={"gpu_gate": entries}, gate=summary)
 

@@ -23,13 +23,41 @@ import math
 REFERENCE = "shared/reference/gpu-performance.md"
 
 GEMM_TESTS = ("bf16_gemm", "fp16_gemm", "tf32_gemm")
-TESTS = GEMM_TESTS + ("memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_bandwidth", "nccl_allreduce")
-# nccl_allreduce is opt-in: it needs every GPU of the host at once.
+# Tests a user can ask for. sustained_gemm (full tier) yields the entries sustained_gemm and clock_drop;
+# burn_in (burn-in tier) yields the BURN_IN_ENTRIES.
+TESTS = GEMM_TESTS + ("memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_bandwidth", "nccl_allreduce",
+                      "sustained_gemm", "burn_in")
+# nccl_allreduce is opt-in in the quick tier: it needs every GPU of the host at once.
 DEFAULT_TESTS = ("bf16_gemm", "tf32_gemm", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_bandwidth")
-# Tests that need two or more GPUs; on a one-GPU host (and in cpu mode) they are skipped.
+# Tests that need two or more GPUs; on a one-GPU host they are skipped. In cpu mode nccl_allreduce
+# runs as a gloo all-reduce between two processes instead (mechanics only).
 MULTI_GPU_TESTS = ("p2p_bandwidth", "nccl_allreduce")
-UNITS = {t: ("TFLOPS" if t in GEMM_TESTS else "GB/s") for t in TESTS}
+# Tests that run on all GPUs of the host at once, after the per-GPU tests.
+HOST_TESTS = ("nccl_allreduce", "sustained_gemm", "burn_in")
+BURN_IN_ENTRIES = ("burn_in_gemm", "burn_in_clock_drop", "burn_in_throttle", "burn_in_temperature", "burn_in_xid")
+# Entry names (what the report shows) -> unit. The "at most" entries pass when measured <= expected.
+UNITS = {t: ("TFLOPS" if t in GEMM_TESTS else "GB/s") for t in TESTS if t != "burn_in"}
+UNITS.update(sustained_gemm="TFLOPS", clock_drop="%", burn_in_gemm="TFLOPS", burn_in_clock_drop="%",
+             burn_in_throttle="onsets/min", burn_in_temperature="C", burn_in_xid="Xid events")
+AT_MOST = ("clock_drop", "burn_in_clock_drop", "burn_in_throttle", "burn_in_temperature", "burn_in_xid")
 DEVICES = ("cuda", "cpu")
+
+# Tiers: the tests each runs by default and its time budget (default, and the range a user may set on a
+# GPU; cpu mode runs the mechanics with any budget up to the tier's maximum). The quick tier is about a
+# minute per host; full adds the all-reduce and a sustained GEMM (5 min, the order of DCGM's level 2 and
+# Azure's NHC suite, ref section 4); burn-in adds a long load for thermal, power and Xid (DCGM level 3
+# is about 15 min; typical gpu-burn burn-ins run up to 1 h, ref section 4).
+TIERS = {
+    "quick": {"tests": DEFAULT_TESTS, "budget_s": 60.0, "min_s": 0.0, "max_s": 60.0},
+    "full": {"tests": DEFAULT_TESTS + ("nccl_allreduce", "sustained_gemm"), "budget_s": 300.0, "min_s": 0.0,
+             "max_s": 300.0},
+    "burn-in": {"tests": DEFAULT_TESTS + ("nccl_allreduce", "sustained_gemm", "burn_in"), "budget_s": 900.0,
+                "min_s": 900.0, "max_s": 3600.0},
+}
+# Seconds of sustained GEMM in the full tier (30-60 s asked for; DCGM's targeted_stress runs 30 s, ref 3.2).
+SUSTAINED_S = {"cuda": 45.0, "cpu": 2.0}
+# The burn-in gets at least this much, and on a GPU everything the budget leaves after the full tier's 300 s.
+BURN_IN_MIN_S = {"cuda": 600.0, "cpu": 2.0}
 
 # PCIe x16 per-direction rate by generation, GB/s (section 1.2, "Interconnect conversions").
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
@@ -56,13 +84,55 @@ MODEL_FLOORS = {
     # L4 (72 W cap): 59 % best shape, 49 % at 8192 (2.1) -> 0.44 at the gate's 8192 size.
     "l4": {"bf16_gemm": 0.44, "fp16_gemm": 0.44},
 }
+# The sustained and burn-in GEMMs are the bf16 (fp16) GEMM held for longer: same floors.
+for _table in list(FLOORS.values()) + list(MODEL_FLOORS.values()):
+    _table.update(sustained_gemm=_table["bf16_gemm"], burn_in_gemm=_table["bf16_gemm"])
+
+# Per-model all-reduce bus bandwidth floors (GB/s, absolute), valid for the host size they were measured on.
+# 0.9 x the ring (NVLS off) figure of a healthy node, the calibration of the class floors above; NVLS
+# (SHARP in the NVSwitch) lifts busbw past the wire speed when NCCL picks it, so a ring floor holds either way.
+NCCL_BUSBW_FLOORS = {
+    "a100-sxm4-80gb": {"gpus": 8, "busbw": 228.0, "source": "ref 3.1: Azure NHC nd96amsr_a100_v4 "
+                       "check_nccl_allreduce 228.0 GB/s (16G); ref 2.5: 8xA100 SXM 228-235 GB/s"},
+    "a100-sxm4-40gb": {"gpus": 8, "busbw": 228.0, "source": "ref 3.1: Azure NHC nd96asr_v4 "
+                       "check_nccl_allreduce 228.0 GB/s (8G)"},
+    "h100-sxm": {"gpus": 8, "busbw": 329.0, "source": "0.9 x 365.6 GB/s, ref 2.5: 8xH200 NVLS off (stas00, same "
+                 "NVLink4/NVSwitch); Azure's 460 (ref 3.1) assumes NVLS"},
+    "h200-sxm": {"gpus": 8, "busbw": 329.0, "source": "0.9 x 365.6 GB/s, ref 2.5: 8xH200 NVLS off (stas00); "
+                 "Azure's 431 (ref 3.1) assumes NVLS"},
+    "b200": {"gpus": 8, "busbw": 614.0, "source": "0.9 x 682 GB/s, ref 2.5: 8xB200 NVLS off (stas00, p6-b200)"},
+    "v100-sxm2-32gb": {"gpus": 8, "busbw": 110.0, "source": "ref 3.1: Azure NHC nd40rs_v2 "
+                       "check_nccl_allreduce 110.0 GB/s (8G)"},
+    "v100-sxm2-16gb": {"gpus": 8, "busbw": 110.0, "source": "ref 3.1: Azure NHC nd40rs_v2 "
+                       "check_nccl_allreduce 110.0 GB/s (8G)"},
+}
+
+# "At most" limits of the stability findings on a GPU.
+LIMITS = {
+    # The reference gives no clock-drop figure (DCGM targeted_power "fails on clock drop", ref 3.2, without
+    # one). 10 %: twice the 5 % spread of healthy GPUs of one node (ref 2.1), the same 0.9 calibration as the
+    # floors. (U): check it on a device run.
+    "clock_drop": 10.0, "burn_in_clock_drop": 10.0,
+    # gpud: HW slowdown is "degraded if > 0.6 events/min over a 10-min window" (ref 3.2).
+    "burn_in_throttle": 0.6,
+    # Any Xid during load (Azure NHC and gpud treat Xid as an event check, ref 3.1/3.2).
+    "burn_in_xid": 0,
+}
+# Throttle reasons that count as thermal or power instability (the software power cap is a GPU at its
+# limit, which a full GEMM is meant to reach; idle/app-clock/sync-boost are not slowdowns).
+BAD_THROTTLE = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
 # cpu mode: absolute floors, only there to exercise the verdict path on CI machines (not a spec).
 CPU_EXPECTED = {"bf16_gemm": 0.0005, "fp16_gemm": 0.0005, "tf32_gemm": 0.002, "memory_bandwidth": 0.5,
-                "h2d_bandwidth": 0.5, "d2h_bandwidth": 0.5}
+                "h2d_bandwidth": 0.5, "d2h_bandwidth": 0.5, "nccl_allreduce": 0.05, "sustained_gemm": 0.0005,
+                "burn_in_gemm": 0.0005,
+                # there is no SM clock: the drop is the GEMM throughput's, on a shared machine, so lax
+                "clock_drop": 60.0, "burn_in_clock_drop": 60.0, "burn_in_throttle": 0.6, "burn_in_xid": 0}
 
 DEFAULTS = {
-    "device": "cuda", "tests": list(DEFAULT_TESTS), "time_budget_s": 60.0, "warmup": 3, "repetitions": 20,
+    "device": "cuda", "tier": "quick", "tests": None, "time_budget_s": None, "warmup": 3, "repetitions": 20,
     "outlier_margin": 0.10, "expected": {}, "floors": {}, "gemm_size": None, "buffer_mib": None,
+    "sustained_s": None,
 }
 # Below this many seconds per test and GPU nothing meaningful can be timed (warm-up + 3 repetitions
 # of an 8192^3 GEMM on a slow GPU take about that).
@@ -105,12 +175,27 @@ def _figures(problems, name, table, upper=None):
             continue
         out[str(key).lower()] = {}
         for test, value in per_test.items():
-            if test not in TESTS:
-                problems.append("%s[%r]: unknown test %r (known: %s)" % (name, key, test, ", ".join(TESTS)))
+            if test not in UNITS:
+                problems.append("%s[%r]: unknown test %r (known: %s)" % (name, key, test, ", ".join(UNITS)))
                 continue
             v = _positive(problems, "%s[%r][%r]" % (name, key, test), value, upper=upper)
             if v is not None:
                 out[str(key).lower()][test] = v
+    return out
+
+
+def per_gpu_tests(tests):
+    """The tests that run once per GPU, each with an equal share of the budget."""
+    return [t for t in tests if t not in HOST_TESTS]
+
+
+def reserved_s(p):
+    """Seconds of the budget set aside for the sustained GEMM and the burn-in (both run on all GPUs at once)."""
+    device, out = p["device"], 0.0
+    if "sustained_gemm" in p["tests"]:
+        out += p["sustained_s"]
+    if "burn_in" in p["tests"]:
+        out += max(BURN_IN_MIN_S[device], p["time_budget_s"] - TIERS["full"]["budget_s"])
     return out
 
 
@@ -124,7 +209,11 @@ def validate(params):
         problems.append("unknown parameters: %s" % ", ".join(unknown))
     if p["device"] not in DEVICES:
         problems.append("device must be one of %s, got %r" % (", ".join(DEVICES), p["device"]))
-    tests = p["tests"]
+    if p["tier"] not in TIERS:
+        problems.append("tier must be one of %s, got %r" % (", ".join(TIERS), p["tier"]))
+        p["tier"] = "quick"
+    tier = TIERS[p["tier"]]
+    tests = list(tier["tests"]) if p["tests"] is None else p["tests"]
     if isinstance(tests, str) or not isinstance(tests, (list, tuple)) or not tests:
         problems.append("tests must be a non-empty list of test names, got %r" % (tests,))
         tests = []
@@ -144,13 +233,37 @@ def validate(params):
     if not _is_number(margin) or not 0 < margin < 1:
         problems.append("outlier_margin must be a number between 0 and 1 (0.10 = 10 %% below the others), got %r"
                         % (margin,))
+    if p["time_budget_s"] is None:
+        p["time_budget_s"] = tier["budget_s"]
     budget = _positive(problems, "time_budget_s", p["time_budget_s"], upper=MAX_BUDGET_S)
+    if budget is not None:
+        # the tier's range holds on a GPU; cpu mode runs the mechanics with any budget up to the maximum
+        low = tier["min_s"] if p["device"] == "cuda" else 0.0
+        if not low <= budget <= tier["max_s"]:
+            problems.append("time_budget_s %.4g s is outside the %s tier's range (%s%.0f s%s)" % (
+                budget, p["tier"], ("%.0f to " % low) if low else "at most ", tier["max_s"],
+                "" if p["device"] == "cuda" else ", cpu mode"))
+            budget = None
     p["time_budget_s"] = budget
-    if budget is not None and p["tests"]:
-        need = MIN_SECONDS_PER_TEST * len(p["tests"])
-        if budget < need:
+    device = p["device"] if p["device"] in DEVICES else "cuda"
+    if p["sustained_s"] is None:
+        p["sustained_s"] = SUSTAINED_S[device]
+    p["sustained_s"] = _positive(problems, "sustained_s", p["sustained_s"], upper=600)
+    if budget is not None and p["sustained_s"] is not None and "sustained_gemm" in p["tests"] \
+            and p["sustained_s"] > budget / 2.0:
+        problems.append("sustained_s {0:.4g} s is more than half of time_budget_s {1:.4g} s".format(
+            p["sustained_s"], budget))
+        budget = None
+    if budget is not None and p["tests"] and p["device"] in DEVICES:
+        slots = per_gpu_tests(p["tests"]) + [t for t in p["tests"] if t == "nccl_allreduce"]
+        left = budget - reserved_s(p)
+        need = MIN_SECONDS_PER_TEST * len(slots)
+        if left < need or left <= 0:
             problems.append("time_budget_s %.3g s is too small to run anything: %d test(s) need at least %.3g s "
-                            "(%.3g s each, per GPU)" % (budget, len(p["tests"]), need, MIN_SECONDS_PER_TEST))
+                            "(%.3g s each, per GPU)%s" % (budget, len(slots), need + reserved_s(p),
+                                                          MIN_SECONDS_PER_TEST,
+                                                          (" plus %.3g s for the sustained GEMM / burn-in"
+                                                           % reserved_s(p)) if reserved_s(p) else ""))
     p["expected"] = _figures(problems, "expected", p["expected"])
     p["floors"] = _figures(problems, "floors", p["floors"], upper=2.0)
     for name in ("gemm_size", "buffer_mib"):
@@ -161,15 +274,62 @@ def validate(params):
     return p
 
 
-def check_budget(budget_s, tests, gpu_count):
-    """Seconds each test may take on each GPU; GateInputError when that is below MIN_SECONDS_PER_TEST."""
+def check_budget(budget_s, tests, gpu_count, reserved=0.0):
+    """Seconds each per-GPU test (and the all-reduce, per GPU) may take; GateInputError below MIN_SECONDS_PER_TEST.
+    ``reserved``: seconds set aside for the sustained GEMM and the burn-in."""
     slots = len(tests) * max(1, int(gpu_count))
-    share = float(budget_s) / slots if slots else 0.0
-    if share < MIN_SECONDS_PER_TEST:
+    share = (float(budget_s) - reserved) / slots if slots else 0.0
+    if slots and share < MIN_SECONDS_PER_TEST:
         raise GateInputError("time_budget_s %.3g s is too small to run anything: %d test(s) x %d GPU(s) leave "
                              "%.2f s each, at least %.3g s is needed" % (budget_s, len(tests), gpu_count, share,
                                                                          MIN_SECONDS_PER_TEST))
     return share
+
+
+def allreduce_bus_bytes(nbytes, ranks):
+    """nccl-tests' bus bandwidth numerator: bytes x 2(n-1)/n (ring all-reduce, ref 2.5); / seconds = busbw."""
+    return float(nbytes) * 2.0 * (ranks - 1) / ranks
+
+
+def drop_pct(series):
+    """How far the settled value (median of the last third) is below the first samples (median of the first
+    fifth, at least 3), in % of the first; negative when it rose. None with fewer than 6 samples."""
+    vals = [float(v) for v in series if _is_number(v)]
+    if len(vals) < 6:
+        return None
+    head = median(vals[:max(3, len(vals) // 5)])
+    tail = median(vals[-max(2, len(vals) // 3):])
+    return None if not head else 100.0 * (head - tail) / head
+
+
+def throttle_onsets_per_min(samples, duration_s):
+    """(onsets per minute, share of samples) of the BAD_THROTTLE reasons: an onset is a sample that has a
+    bad reason the previous sample did not (gpud counts events the same way, ref 3.2)."""
+    onsets, with_bad, prev = 0, 0, set()
+    readable = [s for s in samples if isinstance(s.get("throttle_reasons"), list)]
+    for s in readable:
+        bad = set(s["throttle_reasons"]) & set(BAD_THROTTLE)
+        onsets += len(bad - prev)
+        with_bad += bool(bad)
+        prev = bad
+    if not readable or not duration_s:
+        return None, None
+    return onsets * 60.0 / duration_s, with_bad / float(len(readable))
+
+
+def new_xid_events(before, after):
+    """Xid events in ``after`` (hostctx.parse_kernel_log) that ``before`` did not hold: a multiset difference
+    on the logged lines, so a line logged again during the load counts."""
+    seen = {}
+    for ev in (before or {}).get("events") or ():
+        seen[ev.get("line")] = seen.get(ev.get("line"), 0) + 1
+    out = []
+    for ev in (after or {}).get("events") or ():
+        if seen.get(ev.get("line")):
+            seen[ev.get("line")] -= 1
+        else:
+            out.append(ev)
+    return out
 
 
 def _round(v, digits=4):
@@ -216,6 +376,9 @@ def peak(test, spec):
         return None
     if test == "bf16_gemm":
         return spec.get("bf16_tflops")
+    if test in ("sustained_gemm", "burn_in_gemm"):
+        # the bf16 GEMM held longer; fp16 where the GPU has no BF16 (as bf16_gemm becomes fp16_gemm)
+        return spec.get("bf16_tflops") if gemm_test_for(spec) == "bf16_gemm" else spec.get("fp16_tflops")
     if test == "fp16_gemm":
         return spec.get("fp16_tflops")
     if test == "tf32_gemm":
@@ -241,8 +404,12 @@ def gemm_test_for(spec, compute_capability=None):
     return "bf16_gemm"
 
 
-def expectation(test, spec, device="cuda", expected=None, floors=None, model_name=None):
-    """{expected, peak, floor, source} for one test on one GPU; expected None = nothing to compare with."""
+def expectation(test, spec, device="cuda", expected=None, floors=None, model_name=None, gpu_count=None, limit=None):
+    """{expected, peak, floor, source} for one test on one GPU; expected None = nothing to compare with.
+
+    For the "at most" entries (AT_MOST) ``expected`` is the limit; ``limit`` is one the GPU itself gave
+    (its slowdown temperature). ``gpu_count``: GPUs in the all-reduce (the per-model busbw floors hold for
+    the host size they were measured on)."""
     expected = expected or {}
     floors = floors or {}
     keys = [k for k in ((spec or {}).get("key"), (model_name or "").lower() or None) if k]
@@ -252,12 +419,27 @@ def expectation(test, spec, device="cuda", expected=None, floors=None, model_nam
                 return {"expected": expected[k][test], "peak": None, "floor": None, "source": "expected[%s]" % k}
         return {"expected": CPU_EXPECTED.get(test), "peak": None, "floor": None,
                 "source": "cpu mode floor (mechanics only, not a spec)" if test in CPU_EXPECTED else None}
+    for k in keys:
+        if test in AT_MOST and test in expected.get(k, {}):
+            return {"expected": expected[k][test], "peak": None, "floor": None, "source": "expected[%s]" % k}
+    if test in AT_MOST:
+        if test == "burn_in_temperature":
+            return {"expected": limit, "peak": None, "floor": None,
+                    "source": "the GPU's slowdown temperature (NVML)" if limit is not None else
+                    "NVML gave no slowdown temperature"}
+        return {"expected": LIMITS.get(test), "peak": None, "floor": None,
+                "source": "LIMITS[%s] (docs/gate.md, Tiers)" % test}
     pk = peak(test, spec)
     for k in keys:
         if test in expected.get(k, {}):
             return {"expected": expected[k][test], "peak": pk, "floor": (expected[k][test] / pk) if pk else None,
                     "source": "expected[%s]" % k}
     cls = gate_class(spec)
+    if test == "nccl_allreduce" and not any(test in floors.get(k, {}) for k in keys + [cls]):
+        row = NCCL_BUSBW_FLOORS.get((spec or {}).get("key"))
+        if row and gpu_count == row["gpus"]:
+            return {"expected": row["busbw"], "peak": pk, "floor": (row["busbw"] / pk) if pk else None,
+                    "source": "NCCL_BUSBW_FLOORS[%s], %d GPUs: %s" % (spec["key"], row["gpus"], row["source"])}
     floor, source = None, None
     for k, table in [(k, floors) for k in keys] + [(cls, floors)] + [(k, MODEL_FLOORS) for k in keys] + \
             [(cls, FLOORS)]:
@@ -278,13 +460,21 @@ def verdict(entry):
     """Fill passed/why of one entry from measured and expected."""
     measured, expected = entry.get("measured"), entry.get("expected")
     unit = entry.get("unit") or ""
-    if measured is None:
+    if measured is None and entry.get("no_reading"):
+        entry["passed"] = None  # nothing to judge with (no NVML, kernel log not readable): said, not failed
+        entry["why"] = "not judged: %s" % entry["no_reading"]
+    elif measured is None:
         entry["passed"] = False
         entry["why"] = entry.get("why") or "not measured"
     elif expected is None:
         entry["passed"] = None
         entry["why"] = "no expectation: %s; measured %.4g %s (set gate_expected to gate it)" % (
             entry.get("expectation_source") or "unknown GPU", measured, unit)
+    elif entry.get("test") in AT_MOST:
+        entry["passed"] = measured <= expected
+        note = "; %s" % entry["note"] if entry.get("note") else ""
+        entry["why"] = "%.4g %s %s limit %.4g %s%s" % (
+            measured, unit, "<=" if entry["passed"] else ">", expected, unit, note)
     elif measured >= expected:
         entry["passed"] = True
         entry["why"] = "%.4g %s >= expected %.4g %s" % (measured, unit, expected, unit)
@@ -299,7 +489,7 @@ def apply_outliers(entries, margin):
     """Fail a GPU whose figure is more than ``margin`` below the median of the other GPUs (same test, same host)."""
     by_test = {}
     for e in entries:
-        if e.get("measured") is not None:
+        if e.get("measured") is not None and e["test"] not in AT_MOST:
             by_test.setdefault(e["test"], []).append(e)
     for test_entries in by_test.values():
         if len(test_entries) < 2:
@@ -330,9 +520,12 @@ def evaluate(raw_results, gpus, params):
         gpu = gpus.get(raw["index"], {})
         stats = summarize(raw.get("figures") or ())
         exp = expectation(raw["test"], gpu.get("spec"), params["device"], params["expected"], params["floors"],
-                          gpu.get("name"))
-        entry = {k: v for k, v in raw.items() if k != "figures"}
+                          gpu.get("name"), raw.get("gpus"), raw.get("limit"))
+        entry = {k: v for k, v in raw.items() if k not in ("figures", "value")}
         measured = None if stats["median"] is None else round(stats["median"], 4)
+        if "value" in raw:  # a finding computed from samples (clock drop, throttle onsets, Xid), not repetitions
+            measured = None if raw["value"] is None else round(raw["value"], 4)
+            stats["n"] = raw.get("samples_n", stats["n"])
         entry.update({
             "index": raw["index"], "test": raw["test"], "measured": measured, "expected": exp["expected"],
             "unit": UNITS[raw["test"]],

@@ -116,3 +116,40 @@ def test_cpu_mode_end_to_end_with_real_torch(tmp_path):
                                             "d2h_bandwidth"]
     assert all(e["measured"] > 0 and e["passed"] is True and e["repetitions"] >= 3 for e in entries)
     assert result["gate"]["skipped"] == [{"test": "p2p_bandwidth", "why": "needs two or more GPUs (cpu has 1)"}]
+
+
+@pytest.mark.skipif(not TORCH_PYTHON, reason="set GPUFLEET_TORCH_PYTHON to a Python with torch")
+def test_full_tier_in_cpu_mode_runs_the_gloo_allreduce_and_the_sustained_gemm(tmp_path):
+    result = run_module(tmp_path, '{"device": "cpu", "gate_tier": "full", "time_budget_s": 20, "repetitions": 5}',
+                        python=TORCH_PYTHON, check=True)
+    assert result.get("failed") is not True, result
+    entries = {e["test"]: e for e in result["ansible_facts"]["gpu_gate"]}
+    assert set(entries) >= {"nccl_allreduce", "sustained_gemm", "clock_drop"}
+    ar = entries["nccl_allreduce"]
+    # nccl-tests' bus bandwidth: bytes x 2(n-1)/n / seconds; each repetition's figure from its own seconds
+    nbytes = 16 * 2 ** 20 * 4 // 4
+    assert ar["gpus"] == 2 and ar["bus_bytes"] == nbytes * 2 * (2 - 1) / 2
+    figures = sorted(ar["bus_bytes"] / s / 1e9 for s in ar["seconds"])
+    assert ar["repetitions"] == len(ar["seconds"]) >= 3
+    assert ar["median"] == pytest.approx((figures[len(figures) // 2] + figures[(len(figures) - 1) // 2]) / 2, rel=1e-3)
+    assert ar["passed"] is True and "gloo" in ar["backend"]
+    assert entries["sustained_gemm"]["repetitions"] >= 6 and entries["clock_drop"]["unit"] == "%"
+    gate = result["gate"]
+    assert gate["tier"] == "full" and gate["budget_spent"] is False and 0 < gate["wall_s"] <= 20
+
+
+@pytest.mark.skipif(not TORCH_PYTHON, reason="set GPUFLEET_TORCH_PYTHON to a Python with torch")
+def test_a_budget_too_small_for_the_allreduce_stops_it_and_says_so(tmp_path):
+    # 6 s: the GEMM's share, 2 s set aside for the sustained GEMM, less than the gloo start-up needs in between
+    args = '{"device": "cpu", "tier": "full", "tests": ["bf16_gemm", "nccl_allreduce", "sustained_gemm"], ' \
+           '"time_budget_s": 6, "repetitions": 5}'
+    result = run_module(tmp_path, args, python=TORCH_PYTHON)
+    assert result.get("failed") is not True, result
+    gate = result["gate"]
+    skipped = {s["test"]: s for s in gate["skipped"]}
+    assert skipped["nccl_allreduce"]["budget"] is True
+    assert skipped["nccl_allreduce"]["why"].startswith("time budget: ") and "needs at least" in skipped[
+        "nccl_allreduce"]["why"]
+    assert gate["budget_spent"] is True and gate["budget_note"] == skipped["nccl_allreduce"]["why"]
+    assert [e["test"] for e in result["ansible_facts"]["gpu_gate"]] == ["bf16_gemm", "sustained_gemm", "clock_drop"]
+    assert gate["wall_s"] <= 6
