@@ -47,6 +47,7 @@ import tempfile
 from . import audit as _audit
 from . import capacity as _capacity
 from . import features as _features
+from . import history as _history
 from . import providers as _providers
 
 SCHEMA = 1
@@ -100,8 +101,9 @@ CSV_COLUMNS = (
     "remapped_rows_pending", "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key",
     "peak_bf16_tflops", "features", "findings", "gate", "gate_passed", "host_reasons",
 )
-# The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels.
-CHECK_ITEMS = _audit.ITEMS
+# The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels; the last item
+# is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
+CHECK_ITEMS = _audit.ITEMS + (_history.CHECK_ITEM,)
 CHECK_STATUSES = _audit.STATUSES
 # One status column per checklist item, after host_reasons (the texts are in fleet.json, .md, .html).
 CSV_COLUMNS += tuple("check_" + key for key, _unused in CHECK_ITEMS)
@@ -821,8 +823,26 @@ def _drift(hosts):
     return usual, drift, split
 
 
-def _finish(hosts, now, results=None, check_mode=False):
+def _apply_history(hosts, history):
+    """The GPU history's findings (history.assess) on each host: its ``history`` list, the checklist's history
+    item, one reason each, and for a box known bad from an earlier run or the user's list the verdict
+    "return to provider" (status at least degraded). ``history`` None: no history kept, the item says so."""
+    for h, seen in _history.assess(history, hosts):
+        h["history"] = seen["findings"]
+        if isinstance(h.get("checklist"), dict):
+            h["checklist"][_history.CHECK_KEY] = seen["check"]
+        for f in seen["findings"]:
+            h["reasons"].append("history: %s" % f["message"])
+            if f["action"] == ACTION_RETURN:
+                h["status"] = _escalate(h["status"], "degraded")
+                h["action"] = ACTION_RETURN
+        if h["action"] == ACTION_RETURN and h.get("provider_id") is not None and not h.get("return_action"):
+            h["return_action"] = _providers.return_action(h["provider"], h["provider_id"], h.get("provider_machine_id"))
+
+
+def _finish(hosts, now, results=None, check_mode=False, history=None):
     hosts.sort(key=lambda h: h["host"])
+    _apply_history(hosts, history)
     usual, drift, split = _drift(hosts)
 
     by_status = dict.fromkeys(STATUSES, 0)
@@ -891,7 +911,7 @@ def _finish(hosts, now, results=None, check_mode=False):
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
     summary = {
         "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
-        "bad_hosts": bad, "hosts": hosts, "warnings": warnings,
+        "bad_hosts": bad, "hosts": hosts, "warnings": warnings, "history": _history.overview(history),
     }
     if results is not None:
         results.sort(key=lambda r: str(r.get("host")))
@@ -899,7 +919,7 @@ def _finish(hosts, now, results=None, check_mode=False):
     return summary
 
 
-def summarize(results, now=None, include_results=False, workers=None, check_mode=False):
+def summarize(results, now=None, include_results=False, workers=None, check_mode=False, history=None):
     """Fleet summary from ``load_results`` output: per-host status and reasons, totals, bad hosts.
 
     ``now``: a datetime (or text) for ``generated_at``; default: the current UTC time.
@@ -911,6 +931,8 @@ def summarize(results, now=None, include_results=False, workers=None, check_mode
     The summary holds its own compact per-host and per-GPU rows, not the raw results, so the caller
     may drop those before rendering. ``include_results=True`` keeps them under ``results`` (then
     ``fleet.json`` embeds them again, as it did up to now).
+    ``history``: the GPU history of earlier runs (``history.load``, with ``history.with_known_bad``): GPU swaps
+    and known-bad boxes become host findings (``_apply_history``); ``history.update`` records this summary.
     """
     results = [r for r in _l(results) if isinstance(r, dict)]
     with _gc_paused():
@@ -921,7 +943,7 @@ def summarize(results, now=None, include_results=False, workers=None, check_mode
             hosts = first + second
         else:
             hosts = [_safe_host_summary(r) for r in results]
-        return _finish(hosts, now, list(results) if include_results else None, check_mode)
+        return _finish(hosts, now, list(results) if include_results else None, check_mode, history)
 
 
 def _summarize_files(folder, names, wanted, known, kept=None):
@@ -979,14 +1001,14 @@ PARALLEL_MIN_FILES = 500
 
 
 def summarize_folder(folder, inventory_hosts=None, now=None, include_results=False, workers=None,
-                     check_mode=False):
+                     check_mode=False, history=None):
     """``summarize(load_results(folder, inventory_hosts))`` without holding every raw result at
     once: each file is read, summarized and dropped before the next (unless ``include_results``).
 
     ``workers``: None reads a large folder in two processes on a machine with two or more CPUs
     (a forked child summarizes the second half of the files and sends its host rows back), one
     process otherwise; 1 forces one, 2 forces two. The summary is the same either way.
-    ``check_mode``: as for ``summarize``.
+    ``check_mode``, ``history``: as for ``summarize``.
     """
     folder, names = _list_folder(folder)
     inventory = _inventory_list(inventory_hosts)
@@ -1009,7 +1031,7 @@ def summarize_folder(folder, inventory_hosts=None, now=None, include_results=Fal
             hosts.append(_safe_host_summary(result))
             if kept is not None:
                 kept.append(result)
-        return _finish(hosts, now, kept, check_mode)
+        return _finish(hosts, now, kept, check_mode, history)
 
 
 def _as_summary(data):
