@@ -29,6 +29,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+from gpufleet import providers  # noqa: E402 - the plugins' own naming, from the checkout
+
 PROFILES = ROOT / "tests" / "fakenvml" / "profiles"
 # Per provider: the list path, the plugin config file name, the env variable of the key, the host name prefix.
 LIST_PATHS = {"vastai": "/api/v1/instances/", "runpod": "/v2/pods", "lambda": "/api/v1/instances"}
@@ -66,6 +69,12 @@ def demo_boxes(hosts_file):
 def box_id(provider, number):
     """A stable provider id per demo host number."""
     return {"vastai": str(1000 + number), "runpod": "demo%04dpod" % number, "lambda": "d%031x" % number}[provider]
+
+
+def host_name(provider, box):
+    """The inventory name the provider's plugin gives the box: <prefix>-<id> (Lambda: <prefix>-<name>)."""
+    ident = box["name"] if provider == "lambda" else box_id(provider, box["number"])
+    return "%s-%s" % (providers.PROVIDERS[provider]["prefix"], providers.safe_name(ident))
 
 
 def instances(provider, boxes, extra=True):
@@ -210,10 +219,9 @@ def write_inventory(provider, api_url, boxes, group_vars, out_dir, demo_group_va
     config.write_text(
         "# Written by tests/doubles/provider_api.py for the demo: the %s plugin against a local stand-in of its API.\n"
         "---\nplugin: %s\napi_url: %s\n" % (provider, PLUGINS[provider], api_url))
-    prefix = {"vastai": "vast", "runpod": "runpod", "lambda": "lambda"}[provider]
     for b in boxes:
         hv = {k: v for k, v in b["vars"].items() if k not in FROM_PROVIDER}
-        host = "%s-%s" % (prefix, box_id(provider, b["number"]) if provider != "lambda" else b["name"])
+        host = host_name(provider, b)
         (out / "host_vars" / ("%s.yml" % host)).write_text(
             "# The demo's own settings for %s (inventories/demo/hosts.yml)\n---\n%s" % (b["name"], yaml.safe_dump(hv)))
     link = out / "group_vars" / "all" / "demo.yml"

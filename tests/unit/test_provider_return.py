@@ -47,7 +47,7 @@ def _env(provider):
 
 
 def _host(provider, number):
-    return "%s-%s" % ({"vastai": "vast", "runpod": "runpod"}[provider], provider_api.box_id(provider, number))
+    return provider_api.host_name(provider, {"number": number, "name": "gpufleet-demo-%02d" % number})
 
 
 def _write_report(path, provider, bad):
