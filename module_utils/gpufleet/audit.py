@@ -718,6 +718,93 @@ def security_item(audit):
                  findings=audit["findings"], passed=audit["passed"])
 
 
+# ----------------------------------------------------------------------------- doctor findings in the checklist
+# The renter's-check findings of the doctor (doctor_rules.py) that answer a checklist question, by item. A finding
+# turns its item to fail (critical) or warn (warning) and adds its message; the host's verdict comes from the same
+# findings through the report's action. Other doctor findings (a broken CUDA stack, Xid, ECC) are the host's status.
+DOCTOR_ITEMS = {
+    "container_lost_gpus": "torch_cuda",
+    "gpu_recovery_action": "torch_cuda",
+    "gpu_used_by_another_tenant": "capacity",
+    "gpu_partitioned": "capacity",
+    "provider_claim_mismatch": "capacity",
+    "cpu_quota_below_visible_cpus": "image",
+    "pids_max_low": "image",
+    "shm_too_small": "multi_gpu",
+}
+_DOCTOR_STATUS = {"critical": "fail", "error": "fail", "warning": "warn"}
+_REMEDY_WORDS = {"fixable": "fix here", "restart_container": "restart the container", "reboot": "reboot",
+                 "provider": "return to provider"}
+
+
+def _gpus_text(ev, what):
+    return ", ".join("GPU %s %s" % (g.get("gpu"), what(g)) for g in _l(ev.get("gpus")) if isinstance(g, dict))
+
+
+def _share(g):
+    if g.get("kind") == "mig":
+        return "is a MIG slice"
+    frac = g.get("fraction")
+    return "has %s of its memory" % ("%d %%" % round(frac * 100) if isinstance(frac, (int, float)) else "a part")
+
+
+def _claims(ev):
+    rows = [m for m in _l(ev.get("mismatches")) if isinstance(m, dict)]
+    return ", ".join("%s listed %s, found %s" % (m.get("what"), m.get("claimed"),
+                                                  ", ".join(map(str, _l(m.get("found")))) or m.get("found"))
+                     for m in rows)
+
+
+# One short line of evidence per code (the doctor's evidence; the finding's meaning and remedy are in its table).
+_DOCTOR_TEXT = {
+    "container_lost_gpus": lambda ev: "the container lost its GPUs (%s)" % (
+        ev.get("nvml_error") or ", ".join("%s %s" % kv for kv in sorted(_d(ev.get("open_denied")).items()))),
+    "gpu_recovery_action": lambda ev: "NVML recovery action: " + _gpus_text(
+        ev, lambda g: "%s (%s)" % (g.get("name"), g.get("renter_action"))),
+    "gpu_used_by_another_tenant": lambda ev: "another tenant: " + _gpus_text(ev, lambda g: g.get("why") or "in use"),
+    "gpu_partitioned": lambda ev: "not a whole GPU: " + _gpus_text(ev, _share),
+    "provider_claim_mismatch": lambda ev: "%s listing: %s" % (ev.get("provider") or "provider", _claims(ev)),
+    "cpu_quota_below_visible_cpus": lambda ev: "CPU quota %s of %s visible CPUs; set OMP_NUM_THREADS=%s" % (
+        ev.get("cpu_quota"), ev.get("visible_cpus"), ev.get("suggested_threads")),
+    "pids_max_low": lambda ev: "pids.max %s (< %s)" % (ev.get("pids_max"), ev.get("threshold")),
+    "shm_too_small": lambda ev: "/dev/shm %s MiB (< %s MiB)" % (ev.get("shm_size_mib"), ev.get("minimum_mib")),  # noqa: S108
+}
+
+
+def _doctor_text(f):
+    try:
+        return _DOCTOR_TEXT[f["code"]](_d(f.get("evidence")))
+    except (TypeError, ValueError, AttributeError):  # odd evidence: the finding's own words
+        return f.get("message") or f.get("meaning") or "no evidence"
+
+
+def _doctor_findings(doctor):
+    return [f for f in _l(_d(doctor).get("findings")) if isinstance(f, dict) and f.get("code") in DOCTOR_ITEMS]
+
+
+def _fold_doctor(out, doctor):
+    """Raise each item a renter's-check finding answers; the finding's text and remedy join its summary."""
+    for f in _doctor_findings(doctor):
+        key = DOCTOR_ITEMS[f["code"]]
+        status = _DOCTOR_STATUS.get(f.get("severity"))
+        item = out.get(key)
+        if status is None or not isinstance(item, dict):
+            continue
+        text = "doctor %s: %s (%s)" % (f["code"], _doctor_text(f),
+                                       _REMEDY_WORDS.get(f.get("remedy_class"), f.get("remedy_class") or "?"))
+        said = "/dev/shm" in (item.get("summary") or "")  # noqa: S108 - report text
+        if f["code"] == "shm_too_small" and said and _WORST.get(item.get("status"), 1) >= _WORST[status]:
+            text = None  # the item already says it from the same fact (SHM_MIN_MIB)
+        merged = dict(item)  # items may be shared read-only answers: never change one in place
+        merged["status"] = _worst([item.get("status") if item.get("status") in _WORST else "unknown", status])
+        if merged["status"] != "unknown":
+            merged["reason"] = None
+        merged["summary"] = "; ".join(x for x in (item.get("summary"), text) if x)
+        merged["doctor_codes"] = list(item.get("doctor_codes", ())) + [f["code"]]
+        out[key] = merged
+    return out
+
+
 # ----------------------------------------------------------------------------- the checklist
 def checklist(result):
     """The ten items for one per-host result (see the module docstring). Never raises on odd data."""
@@ -734,7 +821,7 @@ def checklist(result):
         if torch is not None:
             out["torch_cuda"] = torch_cuda(torch, facts, cpu_host)
             out["cudnn"] = cudnn(torch, cpu_host)
-        return out
+        return _fold_doctor(out, result.get("doctor"))
     link = capacity.interconnect_of(gpus)
     no_gpu = cpu_host and not gpus  # a CPU host by intent that shows none: GPU questions do not apply
     out = {
@@ -758,4 +845,4 @@ def checklist(result):
         out["torch_cuda"] = _no_torch(result.get("doctor"))
         if not cpu_host:
             out["cudnn"] = out["torch_cuda"]
-    return out
+    return _fold_doctor(out, result.get("doctor"))

@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import doctor, doctor_probe, doctor_rules
+from gpufleet import audit, doctor, doctor_probe, doctor_rules
+from test_audit import TORCH, h100
 from test_doctor import PROC_MODULES, codes, healthy
 from test_doctor_probe import FakeHost, gpu_host
 
@@ -166,6 +167,57 @@ def test_renter_rule_is_quiet_on_both_baselines(code):
     rule = next(x for x in doctor_rules.RULES if x["code"] == code)
     assert rule["match"](doctor.view(baseline())) is None
     assert rule["match"](doctor.view(healthy())) is None  # evidence not gathered is no finding
+
+
+@pytest.mark.parametrize("code", sorted(RENTER_CASES))
+def test_renter_finding_shows_in_its_checklist_item(code):
+    """The host a renter reads about: the finding turns its checklist item and says what to do."""
+    clean = audit.checklist(h100())
+    r = h100()
+    r["doctor"] = doctor.diagnose(RENTER_CASES[code]())
+    r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}  # the item's own facts stay those of a good host
+    c = audit.checklist(r)
+    key = audit.DOCTOR_ITEMS[code]
+    f = finding(r["doctor"], code)
+    want = "fail" if f["severity"] == "critical" else "warn"
+    assert c[key]["status"] == want, c[key]
+    assert code in c[key]["doctor_codes"]
+    assert "doctor %s: " % code in c[key]["summary"], c[key]["summary"]
+    assert WANT_TEXT[code] in c[key]["summary"], c[key]["summary"]
+    assert clean[key]["summary"] in c[key]["summary"]  # what the facts say is kept
+    others = {k: v for k, v in c.items() if k != key and k != "torch_cuda"}
+    assert others == {k: v for k, v in clean.items() if k in others}
+
+
+# What each item's line says, from the cases' evidence above.
+WANT_TEXT = {
+    "container_lost_gpus": "the container lost its GPUs (nvmlInit failed: Unknown Error) (restart the container)",
+    "gpu_recovery_action": "NVML recovery action: GPU 1 NODE_REBOOT (reboot the machine) (reboot)",
+    "gpu_used_by_another_tenant": "another tenant: GPU 0 compute processes that are not this host's",
+    "gpu_partitioned": "not a whole GPU: GPU 0 is a MIG slice, GPU 1 has 25 % of its memory (return to provider)",
+    "provider_claim_mismatch": "vastai listing: gpu_model listed H100 SXM, found NVIDIA RTX A6000",
+    "cpu_quota_below_visible_cpus": "CPU quota 2.0 of 32 visible CPUs; set OMP_NUM_THREADS=2 (fix here)",
+    "pids_max_low": "pids.max 512 (< 1024) (fix here)",
+    "shm_too_small": "/dev/shm 64 MiB (< 1024 MiB) (restart the container)",  # noqa: S108 - report text
+}
+
+
+def test_shm_finding_on_an_item_that_already_says_so_adds_no_second_line():
+    r = h100()
+    r["gpu"]["host"]["shm_size_mib"] = 64
+    alone = audit.checklist(r)["multi_gpu"]
+    r["doctor"] = doctor.diagnose(ev_shm())
+    r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}
+    item = audit.checklist(r)["multi_gpu"]
+    assert item["status"] == alone["status"] == "fail" and item["summary"] == alone["summary"]
+    assert item["doctor_codes"] == ["shm_too_small"]
+
+
+def test_the_baseline_doctor_result_changes_no_item():
+    r = h100()
+    r["doctor"] = doctor.diagnose(baseline())
+    r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}
+    assert audit.checklist(r) == audit.checklist(h100())
 
 
 def test_every_class_of_the_issue_is_used():
