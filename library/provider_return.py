@@ -98,7 +98,6 @@ returned:
   elements: str
 """
 
-import urllib.parse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpufleet import providers
@@ -111,13 +110,8 @@ def plan(provider, api_url, boxes):
     for b in boxes:
         hosts_by_id.setdefault(str(b["id"]), []).append(str(b["host"]))
     calls = []
-    for method, url, body in providers.return_requests(provider, api_url, ids):
-        if body is None:
-            ident = urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[1])
-            hosts = hosts_by_id[ident]
-        else:
-            hosts = [h for i in body["instance_ids"] for h in hosts_by_id[i]]
-        calls.append((hosts, method, url, body))
+    for method, url, body, given_back in providers.return_requests(provider, api_url, ids):
+        calls.append(([h for i in given_back for h in hosts_by_id[i]], method, url, body))
     return calls
 
 

@@ -650,25 +650,27 @@ def _api_base(provider, api_url, suffix):
 
 
 def return_requests(provider, api_url, idents):
-    """The API calls that give idents back, [(method, url, json body or None)], sent where the inventory listed
-    them (api_url): vast.ai destroy ``DELETE /api/v0/instances/{id}/``; RunPod terminate ``DELETE /v1/pods/{id}``
-    (REST v1: https://rest.runpod.io for the default api_url, else api_url's own host); Lambda Cloud terminate
+    """The API calls that give idents back, [(method, url, json body or None, [the idents it gives back])], sent
+    where the inventory listed them (api_url): vast.ai destroy ``DELETE /api/v0/instances/{id}/``; RunPod terminate
+    ``DELETE /v1/pods/{id}`` (REST v1: https://rest.runpod.io for the default api_url, else api_url's own host);
+    Lambda Cloud terminate
     ``POST /api/v1/instance-operations/terminate {"instance_ids": [...]}``, one call for all."""
     idents = [str(i) for i in idents]
     if not idents:
         return []
     if provider == "vastai":
         base = _api_base(provider, api_url, "/api/v1/instances")
-        return [("DELETE", "%s/api/v0/instances/%s/" % (base, urllib.parse.quote(i, safe="")), None) for i in idents]
+        return [("DELETE", "%s/api/v0/instances/%s/" % (base, urllib.parse.quote(i, safe="")), None, [i])
+                for i in idents]
     if provider == "runpod":
         if (api_url or PROVIDERS[provider]["url"]).rstrip("/") == PROVIDERS[provider]["url"]:
             base = "https://rest.runpod.io"
         else:
             base = _api_base(provider, api_url, "/v2/pods")
-        return [("DELETE", "%s/v1/pods/%s" % (base, urllib.parse.quote(i, safe="")), None) for i in idents]
+        return [("DELETE", "%s/v1/pods/%s" % (base, urllib.parse.quote(i, safe="")), None, [i]) for i in idents]
     if provider == "lambda":
         base = _api_base(provider, api_url, "/api/v1/instances")
-        return [("POST", base + "/api/v1/instance-operations/terminate", {"instance_ids": idents})]
+        return [("POST", base + "/api/v1/instance-operations/terminate", {"instance_ids": idents}, idents)]
     raise ProviderError("unknown provider %r (known: %s)" % (provider, ", ".join(sorted(PROVIDERS))))
 
 

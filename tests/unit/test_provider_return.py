@@ -134,13 +134,14 @@ def test_lambda_terminates_in_one_call_and_a_missing_key_is_named(tmp_path):
 
 def test_return_requests_follow_each_providers_documented_endpoint():
     assert providers.return_requests("vastai", "", ["7"]) == [
-        ("DELETE", "https://console.vast.ai/api/v0/instances/7/", None)]
+        ("DELETE", "https://console.vast.ai/api/v0/instances/7/", None, ["7"])]
     assert providers.return_requests("runpod", "https://api.runpod.io/v2/pods", ["abc"]) == [
-        ("DELETE", "https://rest.runpod.io/v1/pods/abc", None)]
+        ("DELETE", "https://rest.runpod.io/v1/pods/abc", None, ["abc"])]
     assert providers.return_requests("lambda", "https://cloud.lambda.ai/api/v1/instances", ["a", "b"]) == [
-        ("POST", "https://cloud.lambda.ai/api/v1/instance-operations/terminate", {"instance_ids": ["a", "b"]})]
+        ("POST", "https://cloud.lambda.ai/api/v1/instance-operations/terminate", {"instance_ids": ["a", "b"]},
+         ["a", "b"])]
     assert providers.return_requests("vastai", "http://127.0.0.1:9/mirror/api/v1/instances/", ["1/2"]) == [
-        ("DELETE", "http://127.0.0.1:9/mirror/api/v0/instances/1%2F2/", None)]
+        ("DELETE", "http://127.0.0.1:9/mirror/api/v0/instances/1%2F2/", None, ["1/2"])]
     with pytest.raises(providers.ProviderError, match="cannot tell where to send the return call"):
         providers.return_requests("lambda", "https://example.test/other", ["a"])
     assert providers.return_requests("runpod", "", []) == []
