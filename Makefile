@@ -100,9 +100,12 @@ e2e: demo
 	$(BIN)/pytest -q tests/e2e
 
 test: images wheelhouse wheelhouse-torch-cuda
-	@rm -f .cache/suites/times; start=$$(date +%s); \
+	@rm -f .cache/suites/times .cache/suites/*.why; start=$$(date +%s); \
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-,$(LANES)); rc=$$?; \
 	echo "== suite times ($(TEST_JOBS) lanes)"; cat .cache/suites/times 2>/dev/null; \
+	for why in .cache/suites/*.why; do [ -s "$$why" ] || continue; \
+	  echo "== why $$(basename $$why .why) failed (the end of .cache/suites/$$(basename $$why .why).log, filtered)"; \
+	  cat "$$why"; done; \
 	if [ $$rc = 0 ]; then echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"; \
 	else echo "make test: FAILED after $$(( $$(date +%s) - start )) s (the suites marked FAILED above)"; exit $$rc; fi
 
