@@ -748,11 +748,13 @@ def _share(g):
     return "has %s of its memory" % ("%d %%" % round(frac * 100) if isinstance(frac, (int, float)) else "a part")
 
 
+def _claim(m):
+    found = ", ".join(map(str, _l(m.get("found")))) or m.get("found")
+    return "%s listed %s, found %s" % (m.get("what"), m.get("claimed"), found)
+
+
 def _claims(ev):
-    rows = [m for m in _l(ev.get("mismatches")) if isinstance(m, dict)]
-    return ", ".join("%s listed %s, found %s" % (m.get("what"), m.get("claimed"),
-                                                  ", ".join(map(str, _l(m.get("found")))) or m.get("found"))
-                     for m in rows)
+    return ", ".join(_claim(m) for m in _l(ev.get("mismatches")) if isinstance(m, dict))
 
 
 # One short line of evidence per code (the doctor's evidence; the finding's meaning and remedy are in its table).
