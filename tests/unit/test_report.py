@@ -289,6 +289,7 @@ def test_html_is_one_self_contained_page(summary):
     assert "Hosts to return / fix (6)" in page
     assert 'class="st st-failed"' in page and 'class="st st-no-gpu"' in page
     assert "gate: matmul_bf16" in page  # gate columns appear when gate data exists
+    assert ">None<" not in page and "None" not in report.to_markdown(summary)  # a missing value is an empty cell
 
 
 def test_html_without_gate_data_has_no_gate_columns(results):
@@ -389,7 +390,11 @@ def test_host_provided_text_is_escaped_in_every_format():
     s = report.summarize(_evil_results(), now=NOW)
     page = report.to_html(s)
     assert "<script" not in _without_sort_script(page).lower()
-    assert html.escape(EVIL) in page
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"  # Jinja2's autoescape (markupsafe)
+    assert escaped in page
+    # in the pictures too: the gate lane's model name and the mark's title, the grid's host label
+    svg = "".join(re.findall(r"<svg.*?</svg>", page, re.DOTALL))
+    assert escaped in svg and "evil&#34;host" in svg
     assert "<b>" not in page
     md = report.to_markdown(s)
     assert "<script" not in md
@@ -621,7 +626,7 @@ def test_version_split_line_names_a_few_hosts_per_version(results):
 
 
 def test_version_drift_shows_in_every_format(summary):
-    reason = "driver 535.161.08 differs from the fleet&#x27;s usual 550.90.07"
+    reason = "driver 535.161.08 differs from the fleet&#39;s usual 550.90.07"  # escaped by Jinja2's autoescape
     page = report.to_html(summary)
     assert "Version drift (3)" in page and reason in page
     md = report.to_markdown(summary)
@@ -656,7 +661,7 @@ def test_html_csp_allows_exactly_the_sort_script_by_hash(summary):
 
 
 def test_html_caps_the_gpu_table_and_points_to_the_csv(summary, monkeypatch):
-    monkeypatch.setattr(report, "HTML_GPU_ROWS", 5)
+    monkeypatch.setattr(report.render_html, "HTML_GPU_ROWS", 5)
     page = report.to_html(summary)
     assert "<h2>GPUs (5 of 16)</h2>" in page
     assert "fleet.csv" in page and "has every GPU" in page
@@ -664,7 +669,7 @@ def test_html_caps_the_gpu_table_and_points_to_the_csv(summary, monkeypatch):
     # GPUs of hosts that are not ok come first: the failed A100 host's 4, then the degraded 4090
     hosts = re.findall(r"<tr><td>([^<]+)<", gpu_table)
     assert hosts == ["gpu-4090-03", "gpu-a100-02", "gpu-a100-02", "gpu-a100-02", "gpu-a100-02"]
-    monkeypatch.setattr(report, "HTML_GPU_ROWS", 2000)
+    monkeypatch.setattr(report.render_html, "HTML_GPU_ROWS", 2000)
     assert "<h2>GPUs (16)</h2>" in report.to_html(summary)
 
 
@@ -938,3 +943,22 @@ def test_cli_check_mode(tmp_path):
     proc = _cli(str(FIXTURES), "--out", str(tmp_path / "real"), "--hosts", ",".join(INVENTORY))
     assert json.loads((tmp_path / "real" / "fleet.json").read_text())["check_mode"] is False
     assert "--check run" not in (tmp_path / "real" / "fleet.html").read_text()
+
+
+def test_the_package_imports_and_writes_the_data_files_without_jinja2(tmp_path):
+    # module_utils is imported by ansible-test's sanity import test without Jinja2: only the page and the Markdown
+    # need it, imported when first rendered
+    code = (
+        "import sys; sys.modules['jinja2'] = None; sys.modules['markupsafe'] = None\n"
+        "sys.path.insert(0, %r)\n"
+        "from gpufleet import report\n"
+        "s = report.summarize(report.load_results(%r))\n"
+        "assert report.to_json(s) and report.to_csv(s) and report.to_prometheus(s)\n"
+        "try:\n"
+        "    report.to_html(s)\n"
+        "except report.ReportTemplateError as exc:\n"
+        "    print('no page:', exc)\n"
+    ) % (str(ROOT / "module_utils"), str(FIXTURES))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "no page: the HTML and Markdown reports need Jinja2" in proc.stdout

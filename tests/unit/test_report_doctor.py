@@ -93,3 +93,90 @@ def test_cpu_mode_gate_results_are_shown_without_a_gpu_row(tmp_path):
     md = (tmp_path / report.OUTPUT_FILES["markdown"]).read_text()
     assert "## Benchmark gate results not tied to a GPU (cpu mode)" in md and "bf16_gemm" in md
     assert "bf16_gemm" in (tmp_path / report.OUTPUT_FILES["html"]).read_text()
+
+
+# --------------------------------------------------------------------------- the verdict
+DOCTOR_FIXABLE = {
+    "status": "broken", "cuda_usable": False,
+    "findings": [
+        {"code": "ld_library_path_shadowing", "severity": "warning", "remedy_class": "fixable", "fixable": True,
+         "meaning": "LD_LIBRARY_PATH puts an old libcudart first", "remedy": "drop the stale LD_LIBRARY_PATH entry"},
+        {"code": "nvidia_uvm_not_loaded", "severity": "critical", "remedy_class": "fixable", "fixable": True,
+         "meaning": "nvidia_uvm is not loaded", "remedy": "load nvidia_uvm with nvidia-modprobe -u -c=0"}]}
+DOCTOR_RESTART = {
+    "status": "broken", "cuda_usable": True,
+    "findings": [{"code": "pids_max_low", "severity": "warning", "remedy_class": "restart_container",
+                  "meaning": "the container's pids.max is 512", "remedy": "restart it with a higher --pids-limit"}]}
+DOCTOR_REBOOT = {
+    "status": "broken", "cuda_usable": False,
+    "findings": [{"code": "driver_library_mismatch", "severity": "critical", "remedy_class": "reboot",
+                  "meaning": "the loaded kernel module and the user-space driver differ", "remedy": "reboot"}]}
+
+
+def test_the_verdict_says_what_to_do_and_why_worst_first():
+    s = report.summarize([_result("fix-host", DOCTOR_FIXABLE), _result("restart-host", DOCTOR_RESTART),
+                          _result("reboot-host", DOCTOR_REBOOT), _result("bad-host", DOCTOR_PROVIDER),
+                          _result("good-host", None)])
+    v = {h["host"]: h["verdict"] for h in s["hosts"]}
+    assert v["good-host"] == "keep"
+    # what gpufleet will do, then the evidence: the critical finding before the warning
+    assert v["fix-host"] == ("fix here: gpufleet's remediate play will drop the stale LD_LIBRARY_PATH entry; load "
+                             "nvidia_uvm with nvidia-modprobe -u -c=0; evidence: doctor: nvidia_uvm is not loaded "
+                             "(remedy: load nvidia_uvm with nvidia-modprobe -u -c=0); doctor: LD_LIBRARY_PATH puts an "
+                             "old libcudart first (remedy: drop the stale LD_LIBRARY_PATH entry)")
+    assert v["restart-host"].startswith("restart the container: doctor: the container's pids.max is 512")
+    assert v["reboot-host"].startswith("reboot: doctor: the loaded kernel module")
+    assert v["bad-host"].startswith("return to provider: doctor: A GPU has fallen off the PCIe bus (Xid 79)")
+    assert {b["host"]: b["verdict"] for b in s["bad_hosts"]} == {h: v[h] for h in v if h != "good-host"}
+    assert all("\n" not in x for x in v.values())
+
+
+def test_the_verdict_names_three_reasons_then_counts_and_ends_with_the_return_action():
+    from tests.unit.test_report import FIXTURES, INVENTORY, NOW
+
+    s = report.summarize(report.load_results(FIXTURES, inventory_hosts=INVENTORY), now=NOW)
+    v = {h["host"]: h["verdict"] for h in s["hosts"]}
+    assert v["gpu-h100-01"] == v["cpu-box-09"] == "keep"
+    # the gate failure (error) comes before the PCIe width warning, though said after it in reasons
+    riser = next(h for h in s["hosts"] if h["host"] == "gpu-4090-03")
+    assert riser["reasons"][0].startswith("GPU 0: PCIe link x4")
+    assert v["gpu-4090-03"].startswith("return to provider: GPU 0: gate h2d_bandwidth failed (25% of peak)")
+    a100 = next(h for h in s["hosts"] if h["host"] == "gpu-a100-02")
+    assert v["gpu-a100-02"].endswith("(+%d more)" % (len(a100["reasons"]) - 3 - 2))  # 2 drift lines are info
+    assert v["gpu-never-08"] == "check access / rerun: no result (host not reached)"
+    # a provider's box: the verdict ends with what the provider offers
+    box = dict(_result("vast-box", DOCTOR_PROVIDER), provider="vastai", provider_id="1234")
+    (h,) = report.summarize([box])["hosts"]
+    assert h["return_action"] and h["verdict"].endswith("; then " + h["return_action"])
+
+
+def test_the_verdict_is_in_the_host_tables_and_the_csv(summary):
+    md = report.to_markdown(summary)
+    assert "| facts read at | reasons | verdict |" in md
+    assert "| return to provider: doctor: A GPU has fallen off the PCIe bus (Xid 79) (remedy: Needs a host" in md
+    page = report.to_html(summary)
+    assert '<th>reasons</th><th>verdict</th>' in page
+    assert '<td class="verdict">return to provider: doctor: A GPU has fallen off the PCIe bus' in page
+    csv_text = report.to_csv(summary)
+    assert csv_text.splitlines()[0].split(",")[-13:-11] == ["host_reasons", "verdict"]
+    assert "return to provider: doctor: A GPU has fallen off the PCIe bus" in csv_text
+
+
+DOCTOR_LOST = {
+    "status": "broken", "cuda_usable": False,
+    "findings": [{"code": "container_lost_gpus", "severity": "critical", "remedy_class": "restart_container",
+                  "meaning": "The container lost access to its GPUs", "remedy": "Restart the container"}],
+    "remediation": None}
+
+
+@pytest.mark.parametrize("doctor, status, action", [
+    (DOCTOR_LOST, "failed", report.ACTION_RESTART),  # a doctor-only run (remediate.yml) still tells what to do
+    (DOCTOR_PROVIDER, "failed", report.ACTION_RETURN),
+    ({"status": "ok", "cuda_usable": True, "findings": [], "remediation": None}, "unknown", report.ACTION_CHECK),
+])
+def test_the_doctors_findings_settle_a_host_read_without_gpu_facts(doctor, status, action):
+    result = dict(_result("doctor-only", doctor), gpu=None)
+    host = report.summarize([result])["hosts"][0]
+    assert (host["status"], host["action"]) == (status, action)
+    assert host["verdict"].startswith(action)
+    assert "no GPU facts in the result" in host["reasons"]  # what was not read stays said

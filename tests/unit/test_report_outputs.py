@@ -166,7 +166,17 @@ def _drop_version_split(d):
     del d["totals"]["version_split"]
 
 
+def _verdict_bogus(d):
+    d["hosts"][0]["verdict"] = "maybe later"
+
+
+def _drop_verdict(d):
+    del d["hosts"][0]["verdict"]
+
+
 MUTATIONS = {
+    "verdict bogus": (_verdict_bogus, "does not match"),
+    "verdict missing": (_drop_verdict, "'verdict' is a required property"),
     "status bogus": (_set_status, "'bogus' is not one of"),
     "ok host in bad_hosts": (_bad_host_ok, "should not be valid"),
     "totals.gpus missing": (_drop_totals_gpus, "'gpus' is a required property"),
@@ -307,7 +317,7 @@ def test_chromium_renders_the_page_with_every_host(outdir, tmp_path):
     assert "gpufleet fleet report" in dom
     parser = _Rows()
     parser.feed(dom)
-    rows = [r for r in parser.rows if len(r) == 11 and r[0] != "host"]  # the "Hosts" table
+    rows = [r for r in parser.rows if len(r) == 12 and r[0] != "host"]  # the "Hosts" table
     by_host = {}
     for row in rows:
         host = row[0][:-len("simulated")].strip() if row[0].endswith("simulated") else row[0]
@@ -335,7 +345,7 @@ def test_chromium_blocks_a_script_whose_hash_does_not_match(outdir, tmp_path):
 _SORT_DRIVER = """
 (function () {
   var table = Array.prototype.filter.call(document.querySelectorAll("table.sortable"), function (t) {
-    return t.tHead.rows[0].cells.length === 11;
+    return t.tHead.rows[0].cells.length === 12;
   })[0];
   var th = table.tHead.rows[0].cells[3];
   function column() {
@@ -407,9 +417,145 @@ def test_checklist_in_markdown_html_and_csv(checklist_summary):
 
 
 def test_checklist_tables_are_capped_worst_first(monkeypatch, checklist_summary):
-    monkeypatch.setattr(report, "CHECKLIST_ROWS", 2)
+    monkeypatch.setattr(report.cells, "CHECKLIST_ROWS", 2)
     listed, total = report._checklist_hosts(checklist_summary)
     assert total == len(checklist_summary["hosts"]) and len(listed) == 2
     assert listed[0]["host"] == "gpu-a100-02" or any(
         v["status"] == "fail" for v in listed[0]["checklist"].values())
     assert "2 of %d hosts" % total in report.to_markdown(checklist_summary)
+
+
+# --------------------------------------------------------------------------- the pictures (inline SVG)
+class _Svg(HTMLParser):
+    """Every element inside an <svg data-picture>: (picture, tag, attributes, enclosing <g>'s attributes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.svgs, self.elements, self._picture, self._group = {}, [], None, {}
+        self.titles = {}
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "svg":
+            self._picture = attrs.get("data-picture")
+            self.svgs[self._picture] = attrs
+            self.titles[self._picture] = []
+        elif self._picture:
+            if tag == "g":
+                self._group = attrs
+            elif tag == "title":
+                self._in_title = True
+            self.elements.append((self._picture, tag, attrs, self._group))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self._picture = None
+        elif tag == "g":
+            self._group = {}
+        elif tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._picture and self._in_title:
+            self.titles[self._picture].append(data)
+
+
+def _svg_of(dom):
+    parser = _Svg()
+    parser.feed(dom)
+    return parser
+
+
+@pytest.fixture(scope="module")
+def dom_svg(outdir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chromium-svg")
+    dom = _run_chromium(tmp, "--dump-dom", (outdir / report.OUTPUT_FILES["html"]).as_uri()).stdout
+    assert "gpufleet fleet report" in dom
+    return _svg_of(dom)
+
+
+def _fractions(fleet):
+    """{model: {(host, test)}} of the gate figures in fleet.json, read independently of the report's code."""
+    out = {}
+    for h in fleet["hosts"]:
+        for g in h["gpus"]:
+            for e in g["gate"]:
+                frac = e["fraction_of_peak"]
+                if frac is None and e["measured"] is not None and e["expected"]:
+                    frac = e["measured"] / e["expected"]
+                if frac is not None:
+                    out.setdefault(g["name"] or "unknown GPU", set()).add((h["host"], e["test"]))
+    return out
+
+
+def test_chromium_finds_four_labelled_pictures(dom_svg):
+    assert set(dom_svg.svgs) == {"status", "gate", "price", "checklist"}
+    for name, attrs in dom_svg.svgs.items():
+        assert attrs["role"] == "img" and attrs["aria-label"] and attrs["id"] == "picture-" + name, name
+        assert dom_svg.titles[name] and dom_svg.titles[name][0] == attrs["aria-label"], name
+
+
+def test_the_status_picture_has_one_bar_per_status_present_with_its_count(dom_svg, fleet):
+    bars = {a["data-status"]: int(a["data-count"]) for pic, tag, a, _g in dom_svg.elements
+            if pic == "status" and tag == "rect" and "data-status" in a}
+    present = {k: n for k, n in fleet["totals"]["hosts_by_status"].items() if n}
+    assert bars == present and len(present) == 5  # the sample fleet has every status but "unknown"
+    assert sum(bars.values()) == len(fleet["hosts"])
+
+
+def test_the_gate_picture_has_one_mark_per_host_and_test_of_each_model(dom_svg, fleet):
+    expected = _fractions(fleet)
+    assert expected  # the sample fleet has gate figures (H100, RTX 4090)
+    marks = {}
+    for pic, tag, a, g in dom_svg.elements:
+        if pic == "gate" and tag == "circle":
+            marks.setdefault(g["data-model"], set()).add((a["data-host"], g["data-test"]))
+    assert marks == expected
+    # the failed gate (the 4090's h2d on a x4 riser) is drawn as a failure
+    fails = [(g["data-model"], a["data-host"]) for pic, tag, a, g in dom_svg.elements
+             if pic == "gate" and tag == "circle" and a["class"] == "m-fail"]
+    assert fails == [("NVIDIA GeForce RTX 4090", "gpu-4090-03")]
+
+
+def test_the_price_picture_has_one_bar_per_priced_measured_host_cheapest_first(dom_svg, fleet):
+    priced = sorted((h["price_per_hour"] / h["measured_tflops"], h["host"]) for h in fleet["hosts"]
+                    if h["price_per_hour"] is not None and h["measured_tflops"])
+    bars = [g["data-host"] for pic, tag, a, g in dom_svg.elements if pic == "price" and tag == "rect"]
+    assert bars == [host for _v, host in priced] and len(bars) == 2
+
+
+def test_the_checklist_grid_has_a_cell_per_host_and_item_coloured_by_status(dom_svg, fleet):
+    cells = [(g["data-host"], a["data-item"], a["data-status"]) for pic, tag, a, g in dom_svg.elements
+             if pic == "checklist" and tag == "rect"]
+    shown = min(len(fleet["hosts"]), report.pictures.GRID_ROWS)
+    assert len(cells) == shown * len(report.CHECK_ITEMS)
+    by_host = {h["host"]: h["checklist"] for h in fleet["hosts"]}
+    for host, item, status in cells:
+        assert status == by_host[host][item]["status"], (host, item)
+    assert "%d of %d host(s) shown" % (shown, len(fleet["hosts"])) in dom_svg.svgs["checklist"]["aria-label"]
+
+
+def test_the_checklist_grid_is_capped_and_says_so(monkeypatch, checklist_summary):
+    monkeypatch.setattr(report.pictures, "GRID_ROWS", 3)
+    svg = _svg_of(report.to_html(checklist_summary))
+    rows = {g["data-host"] for pic, tag, a, g in svg.elements if pic == "checklist" and tag == "rect"}
+    assert len(rows) == 3
+    assert "3 of %d host(s) shown" % len(checklist_summary["hosts"]) in svg.svgs["checklist"]["aria-label"]
+
+
+def test_host_text_in_the_pictures_arrives_escaped_in_chromium(tmp_path):
+    page = tmp_path / "evil.html"
+    page.write_text(report.to_html(report.summarize(_evil_results(), now=NOW)), encoding="utf-8")
+    dom = _run_chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+    assert dom.count("<script") == 1  # the sort script only: no host text became an element
+    svg = _svg_of(dom)
+    titles = " ".join(" ".join(t) for t in svg.titles.values())
+    assert '<script>alert("x")</script>' in titles  # as text, in the gate mark's title
+    models = {g["data-model"] for pic, tag, a, g in svg.elements if pic == "gate" and tag == "circle"}
+    assert models == {'<script>alert("x")</script>'}
+    md = report.to_markdown(report.summarize(_evil_results(), now=NOW))
+    assert "<script" not in md and "&lt;script&gt;" in md

@@ -1,0 +1,152 @@
+"""Constants and small value helpers shared by every part of the report (no rendering here)."""
+
+import datetime
+import math
+
+from .. import audit as _audit
+from .. import history as _history
+
+SCHEMA = 1
+
+STATUSES = ("ok", "degraded", "failed", "unreachable", "no-gpu", "unknown")
+# Order of the "hosts to return / fix" list: worst first.
+_BAD_ORDER = {"failed": 0, "no-gpu": 1, "unreachable": 2, "unknown": 3, "degraded": 4}
+_RANK = {"ok": 0, "degraded": 1, "failed": 2}
+
+NOT_REACHED = "no result (host not reached)"
+
+# Health finding codes that point at the rented hardware: the provider has to act.
+PROVIDER_CODES = frozenset([
+    "gpu_lost", "gpu_reset_required", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
+    "row_remap_failure", "gpu_count_low", "no_gpus", "gpu_stack_broken", "pcie_width_below_max",
+    "nvlink_links_down", "clocks_throttled_hw",
+])
+_REASON_SEVERITIES = ("critical", "error", "warning", "unknown")
+# Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
+NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"])
+# Where a host's facts_read_at comes from: the GPU facts' own time, else the time the report play
+# wrote the host's record (the facts may be older: a fact cache), else none.
+FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
+
+ACTION_RETURN = "return to provider"
+ACTION_FIX = "fix here"
+ACTION_CHECK = "check access / rerun"
+ACTION_RESTART = "restart the container"
+ACTION_REBOOT = "reboot"
+
+# Said in every rendering of a report written by an ``ansible-playbook --check`` run.
+CHECK_MODE_BANNER = ("This report was written by a --check run: it shows what the run would do, "
+                     "the hosts were not changed.")
+CHECK_MODE_NOTE = "--check run: a plan, the hosts were not changed"
+
+OUTPUT_FILES = {
+    "html": "fleet.html",
+    "json": "fleet.json",
+    "csv": "fleet.csv",
+    "markdown": "fleet.md",
+    "prometheus": "gpufleet.prom",
+}
+
+CSV_COLUMNS = (
+    "host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
+    "cuda_driver_version", "facts_read_at", "facts_read_at_source", "gpu_index", "name", "uuid", "serial",
+    "pci_bus_id", "memory_total_mib", "memory_used_mib", "compute_capability", "pcie_gen_current", "pcie_gen_max",
+    "pcie_width_current", "pcie_width_max", "temperature_c", "power_draw_w", "power_limit_w", "throttle_reasons",
+    "persistence_mode", "mig_mode", "ecc_mode", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+    "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "retired_pages_pending", "remapped_rows_uncorrectable",
+    "remapped_rows_pending", "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key",
+    "peak_bf16_tflops", "features", "findings", "gate", "gate_passed", "host_reasons", "verdict",
+)
+# The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels; the last item
+# is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
+CHECK_ITEMS = _audit.ITEMS + (_history.CHECK_ITEM,)
+CHECK_STATUSES = _audit.STATUSES
+# One status column per checklist item, after host_reasons (the texts are in fleet.json, .md, .html).
+CSV_COLUMNS += tuple("check_" + key for key, _unused in CHECK_ITEMS)
+
+
+class ReportInputError(Exception):
+    """The results folder cannot be used (missing, not a folder, unreadable)."""
+
+
+# --------------------------------------------------------------------------- small helpers
+def _d(value):
+    """``value`` if it is a dict, else an empty dict (null / wrong type tolerated)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value):
+    """``value`` if it is a list, else an empty list."""
+    return value if isinstance(value, list) else []
+
+
+_INF = float("inf")
+
+
+def _num(value):
+    """A finite int/float, or None (bools, strings, NaN and null are not numbers here)."""
+    t = type(value)
+    if t is int:
+        return value
+    if t is float:
+        return value if -_INF < value < _INF else None  # NaN compares false
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _flag(value):
+    """True/False from a bool or a bool-like text ("true", "False", "yes", "0"); None otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "yes", "1"):
+            return True
+        if low in ("false", "no", "0"):
+            return False
+    return None
+
+
+def _price(value):
+    """A number from a number or numeric text (inventory vars are often strings); None otherwise."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    return _num(value)
+
+
+def _text(value):
+    """Host-provided value as text ("" for None)."""
+    t = type(value)  # the common cases first, by exact type: this runs for every table cell
+    if t is str:
+        return value
+    if value is None:
+        return ""
+    if t is int:
+        return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return ("%.2f" % value).rstrip("0").rstrip(".")
+    return str(value)
+
+
+def _round(value, digits=2):
+    return None if value is None else round(value, digits)
+
+
+def _now_iso(now=None):
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    if isinstance(now, datetime.datetime):
+        return now.replace(microsecond=0).isoformat()
+    return str(now)
+
+
+_EMPTY = {}  # read only

@@ -1,0 +1,488 @@
+"""The data model: one host row and its GPU rows from one result file, the host's action and verdict.
+
+``host_summary(result)`` is the host row of fleet.json (docs/schema/fleet.schema.json, ``$defs/host``), with
+one row per GPU (``$defs/gpu``). A row holds text and numbers only, never the raw result, so the renderers
+read nothing else. Every reason is said with a severity rank (``say``), so that the host's one-line
+``verdict`` (``verdict``) can give its evidence worst first.
+"""
+
+from .. import audit as _audit
+from .. import features as _features
+from .. import providers as _providers
+from ._common import (
+    _EMPTY,
+    _RANK,
+    _REASON_SEVERITIES,
+    ACTION_CHECK,
+    ACTION_FIX,
+    ACTION_REBOOT,
+    ACTION_RESTART,
+    ACTION_RETURN,
+    CHECK_ITEMS,
+    NO_GPU_CODES,
+    PROVIDER_CODES,
+    _d,
+    _flag,
+    _l,
+    _num,
+    _price,
+    _round,
+    _text,
+)
+
+
+def _spec(gpu):
+    spec = gpu.get("spec")
+    if isinstance(spec, dict):
+        return spec
+    if not gpu.get("name"):
+        return {}
+    try:  # the spec table is optional here: a report must render without it
+        from ..specs import lookup
+
+        return lookup(gpu.get("name"), gpu.get("memory_total_mib")) or {}
+    except Exception:
+        return {}
+
+
+def _is_simulated(result):
+    facts = _d(result.get("gpu"))
+    if _bool_field(result, "simulated") is True or facts.get("simulated") is True:
+        return True
+    return any(_d(g).get("simulated") is True for g in _l(facts.get("gpus")))
+
+
+def _gpu_label(index):
+    return "GPU %s" % index if index is not None else "host"
+
+
+def _finding_text(finding):
+    finding = _d(finding)
+    msg = _text(finding.get("message") or finding.get("code") or "finding")
+    if finding.get("gpu_index") is not None:
+        return "GPU %s: %s" % (finding["gpu_index"], msg)
+    return msg
+
+
+def _health(facts):
+    """(status, findings) from the facts; computed with facts.health when the facts carry none."""
+    health = facts.get("health")
+    if not isinstance(health, dict):
+        try:
+            from ..facts import health as compute
+
+            health = compute(facts)
+        except Exception:
+            health = {"status": "unknown" if facts.get("error") else "ok", "findings": []}
+    status = health.get("status")
+    if status not in ("ok", "degraded", "failed", "unknown"):
+        status = "unknown"
+    return status, [f for f in _l(health.get("findings")) if isinstance(f, dict)]
+
+
+def _gate_by_index(gate):
+    out = {}
+    for entry in _l(gate):
+        if isinstance(entry, dict):
+            out.setdefault(entry.get("index"), []).append(entry)
+    return out
+
+
+def _is_tflops(entry):
+    unit = _text(entry.get("unit")).lower()
+    return "tflop" in unit
+
+
+def _measured_tflops(entries):
+    """Best measured TFLOPS of one GPU: the BF16 tests if there are any, else any TFLOPS test."""
+    best = best_bf16 = None
+    for e in entries:
+        measured = _num(e.get("measured"))
+        if measured is None or not _is_tflops(e):
+            continue
+        if best is None or measured > best:
+            best = measured
+        if "bf16" in _text(e.get("test")).lower() and (best_bf16 is None or measured > best_bf16):
+            best_bf16 = measured
+    return best if best_bf16 is None else best_bf16
+
+
+def _gate_entry(e):
+    ok = e.get("passed")
+    return {
+        "test": _text(e.get("test")), "measured": _num(e.get("measured")), "expected": _num(e.get("expected")),
+        "unit": _text(e.get("unit")), "fraction_of_peak": _num(e.get("fraction_of_peak")),
+        "passed": ok if ok is True or ok is False else None, "why": e.get("why"),
+    }
+
+
+def _gate_other(gate_by_index, gpus):
+    """Gate results that belong to no GPU row: the cpu mode, or an index the facts do not list."""
+    attached = {g.get("index") for g in gpus}
+    return [dict(_gate_entry(e), index=index, device=_text(e.get("device")) or None)
+            for index, entries in gate_by_index.items() if index not in attached for e in entries]
+
+
+def _gpu_row(gpu, gate_entries, gpu_findings):
+    sub = [gpu.get(k) for k in ("pcie", "ecc", "remapped_rows", "retired_pages", "nvlink", "clocks")]
+    pcie, ecc, rows, pages, nvlink, clocks = [v if isinstance(v, dict) else _EMPTY for v in sub]
+    spec = _spec(gpu)
+    throttle = [_text(t) for t in _l(gpu.get("throttle_reasons"))]
+    lost = gpu.get("lost") is True
+    peak = None if lost else _num(spec.get("bf16_tflops"))
+    index = gpu.get("index")
+    findings = [text for i, text in gpu_findings if i == index] if gpu_findings else []
+    gate = []
+    passed = []
+    for e in gate_entries:
+        cell = _gate_entry(e)
+        gate.append(cell)
+        if cell["passed"] is not None:
+            passed.append(cell["passed"])
+    return {
+        "index": index, "name": gpu.get("name"), "uuid": gpu.get("uuid"), "serial": gpu.get("serial"),
+        "pci_bus_id": gpu.get("pci_bus_id"), "memory_total_mib": _num(gpu.get("memory_total_mib")),
+        "memory_used_mib": _num(gpu.get("memory_used_mib")), "compute_capability": gpu.get("compute_capability"),
+        "pcie_gen_current": _num(pcie.get("gen_current")), "pcie_gen_max": _num(pcie.get("gen_max")),
+        "pcie_width_current": _num(pcie.get("width_current")), "pcie_width_max": _num(pcie.get("width_max")),
+        "sm_mhz": _num(clocks.get("sm_mhz")), "sm_max_mhz": _num(clocks.get("sm_max_mhz")),
+        "temperature_c": _num(gpu.get("temperature_c")), "power_draw_w": _num(gpu.get("power_draw_w")),
+        "power_limit_w": _num(gpu.get("power_limit_w")), "throttle_reasons": throttle,
+        "persistence_mode": gpu.get("persistence_mode"), "mig_mode": gpu.get("mig_mode"),
+        "ecc_mode": ecc.get("mode"), "ecc_volatile_corrected": _num(ecc.get("volatile_corrected")),
+        "ecc_volatile_uncorrected": _num(ecc.get("volatile_uncorrected")),
+        "ecc_aggregate_corrected": _num(ecc.get("aggregate_corrected")),
+        "ecc_aggregate_uncorrected": _num(ecc.get("aggregate_uncorrected")),
+        "retired_pages_pending": pages.get("pending"),
+        "remapped_rows_uncorrectable": _num(rows.get("uncorrectable")), "remapped_rows_pending": rows.get("pending"),
+        "remapped_rows_failure": rows.get("failure"), "nvlink_active": _num(nvlink.get("links_active")),
+        "nvlink_total": _num(nvlink.get("links_total")), "lost": lost, "spec_key": spec.get("key"),
+        "peak_bf16_tflops": peak, "measured_tflops": _measured_tflops(gate_entries) if gate_entries else None,
+        "features": _features_text(gpu.get("compute_capability")),
+        "findings": findings, "gate": gate, "gate_passed": (all(passed) if passed else None),
+    }
+
+
+def _features_text(cc):
+    """Feature matrix cell for a compute capability (features.cell, cached there)."""
+    try:
+        return _features.cell(cc)
+    except Exception as exc:  # defensive
+        return "unknown: %r" % exc
+
+
+def _checklist(result):
+    """The ten checklist items for a result (audit.checklist); unknown items if that fails."""
+    try:
+        return _audit.checklist(result)
+    except Exception as exc:  # defensive: one odd result must not sink the fleet report
+        reason = "checklist failed: %r" % exc
+    return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _unused in CHECK_ITEMS}
+
+
+def _escalate(status, to):
+    if status in _RANK and _RANK[to] > _RANK[status]:
+        return to
+    return status
+
+
+def _host_summary(result):
+    entry = _host_entry(result)
+    entry["action"] = _action(entry)
+    if entry["action"] == ACTION_RETURN and entry["provider_id"] is not None:
+        entry["return_action"] = _providers.return_action(entry["provider"], entry["provider_id"],
+                                                          entry["provider_machine_id"])
+    entry["checklist"] = _checklist(result)
+    return entry
+
+
+def _bool_field(result, key):
+    value = result.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    return _flag(value)
+
+
+def _host_entry(result):
+    # Read only: the result is not copied (it may be large), flags given as text are read with _flag.
+    reachable, failed = _bool_field(result, "reachable"), _bool_field(result, "failed")
+    host = str(result.get("host"))
+    facts = _d(result.get("gpu"))
+    entry = {
+        "host": host, "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
+        "provider": result.get("provider"), "price_per_hour": _price(result.get("price_per_hour")),
+        "provider_id": result.get("provider_id"), "provider_machine_id": result.get("provider_machine_id"),
+        "provider_readiness": result.get("provider_readiness"), "return_action": None,
+        "reachable": reachable, "collected_at": result.get("collected_at"),
+        "facts_read_at": None, "facts_read_at_source": None,
+        "source": facts.get("source"), "driver_version": facts.get("driver_version"),
+        "cuda_driver_version": facts.get("cuda_driver_version"), "error_code": facts.get("error_code"),
+        "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
+        "measured_tflops": None, "findings": [], "gpus": [], "gate": isinstance(result.get("gate"), list),
+        "gate_other": [], "doctor": None, "action": None, "warnings": [], "verdict": None, "_ranks": [],
+    }
+    entry["facts_read_at"], entry["facts_read_at_source"] = _facts_time(result, facts)
+    if result.get("not_in_inventory"):
+        entry["warnings"].append("result file for a host that is not in the given inventory")
+    if result.get("load_error"):
+        say(entry, ERROR, "result file unreadable: %s" % result["load_error"])
+        return entry
+    if reachable is False:
+        entry["status"] = "unreachable"
+        say(entry, CRITICAL, _text(result.get("reason")) or "unreachable (no reason given)")
+        return entry
+    if failed is True:
+        entry["status"] = "failed"
+        say(entry, CRITICAL, "playbook failed: %s" % (_text(result.get("reason")) or "no reason given"))
+    elif reachable is not True and not facts:
+        say(entry, UNKNOWN, _text(result.get("reason")) or "no reachability and no GPU facts in the result")
+        return entry
+
+    gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
+    if facts:
+        health_status, findings = _health(facts)
+        entry["findings"] = findings
+    else:
+        health_status, findings = "unknown", []
+        if entry["status"] != "failed":
+            say(entry, UNKNOWN, "no GPU facts in the result")
+    gate_by_index = _gate_by_index(result.get("gate"))
+    gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in findings if f.get("gpu_index") is not None]
+    rows = entry["gpus"]
+    models = entry["gpu_models"]
+    mem = 0
+    peaks = []
+    measured = []
+    entry["gate_other"] = _gate_other(gate_by_index, gpus) if gate_by_index else []
+    for g in gpus:
+        row = _gpu_row(g, gate_by_index.get(g.get("index"), ()) if gate_by_index else (), gpu_findings)
+        rows.append(row)
+        name = row["name"] or "unknown GPU"
+        try:
+            models[name] = models.get(name, 0) + 1
+        except TypeError:  # an unhashable model name from odd input
+            name = _text(name)
+            models[name] = models.get(name, 0) + 1
+        mem += row["memory_total_mib"] or 0
+        if row["peak_bf16_tflops"] is not None:
+            peaks.append(row["peak_bf16_tflops"])
+        if row["measured_tflops"] is not None:
+            measured.append(row["measured_tflops"])
+    count = _num(facts.get("gpu_count"))
+    entry["gpu_count"] = len(gpus) if count is None else max(int(count), len(gpus))
+    entry["memory_total_mib"] = mem
+    entry["peak_bf16_tflops"] = _round(sum(peaks), 1) if peaks else None
+    entry["measured_tflops"] = _round(sum(measured), 1) if measured else None
+
+    expected = _audit.expected_gpu_count(result)
+    cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
+    if cpu_host:  # a CPU host by intent: "no GPU here" is what was asked for, info and no reason
+        findings = [_as_intended(f) if f.get("code") in NO_GPU_CODES else f for f in findings]
+        entry["findings"] = findings
+    if (expected is not None and facts and not facts.get("error") and entry["gpu_count"] < expected
+            and not any(f.get("code") == "gpu_count_low" for f in findings)):
+        findings = findings + [{"code": "gpu_count_low", "severity": "critical", "gpu_index": None,
+                                "message": "%d GPU(s) visible, %d expected" % (entry["gpu_count"], expected)}]
+        entry["findings"] = findings
+        if health_status in ("ok", "degraded"):
+            health_status = "failed"
+
+    if entry["status"] == "failed":
+        pass
+    elif cpu_host:
+        entry["status"] = "ok"  # a CPU host by intent (gpufleet_expected_gpu_count: 0): no GPU is missing
+    elif facts and not gpus and entry["gpu_count"] == 0 and health_status != "unknown":
+        entry["status"] = "no-gpu"
+        what = facts.get("error") or "no GPU visible to %s" % (facts.get("source") or "the facts module")
+        code = facts.get("error_code")
+        say(entry, CRITICAL, "no GPU: %s%s" % ("%s: " % code if code else "", what))
+    elif facts:
+        entry["status"] = health_status
+        if health_status == "unknown" and facts.get("error") and not any(
+                f.get("severity") in _REASON_SEVERITIES for f in findings):
+            say(entry, UNKNOWN, "GPU facts unavailable: %s" % facts["error"])
+    for f in findings:
+        if f.get("severity") in _REASON_SEVERITIES and entry["status"] != "no-gpu":
+            say(entry, _severity_rank(f.get("severity")), _finding_text(f))
+
+    # Gate: a GPU below its threshold flags the host.
+    for row in rows:
+        for g in row["gate"]:
+            if g["passed"] is False:
+                entry["status"] = _escalate(entry["status"], "degraded")
+                frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
+                say(entry, ERROR, "GPU %s: gate %s failed%s%s" % (
+                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""))
+
+    doctor = result.get("doctor")
+    if isinstance(doctor, dict):
+        dfind = [{k: f.get(k) for k in _DOCTOR_FINDING_KEYS if k in f}
+                 for f in _l(doctor.get("findings")) if isinstance(f, dict)]
+        remediation = doctor.get("remediation")
+        entry["doctor"] = {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
+                           "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
+        if doctor.get("status") not in ("ok", "fixed", "healthy"):
+            for f in dfind:
+                sev = f.get("severity")
+                # The doctor ran on the host: its findings are evidence even where no GPU facts were read
+                # (a run without gpu_facts), so they settle an unknown status too.
+                status = "ok" if entry["status"] == "unknown" else entry["status"]
+                if sev in ("critical", "error"):
+                    entry["status"] = _escalate(status, "failed")
+                elif sev == "warning":
+                    entry["status"] = _escalate(status, "degraded")
+                else:
+                    continue
+                say(entry, _severity_rank(sev), "doctor: %s%s" % (
+                    _text(f.get("meaning") or f.get("message") or f.get("code")),
+                    " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""))
+    return entry
+
+
+def _as_intended(finding):
+    """A copy of a "no GPU here" finding as info: on a CPU host by intent it is no fault."""
+    return dict(finding, severity="info", message="as intended on a CPU host (expected_gpu_count 0): %s" % (
+        _text(finding.get("message") or finding.get("code"))))
+
+
+def _facts_time(result, facts):
+    """(time, source) of when the host's facts were read: the GPU facts' collected_at, else the record's."""
+    at = facts.get("collected_at")
+    if isinstance(at, str) and at.strip():
+        return at, "gpu_facts"
+    at = result.get("collected_at")
+    if isinstance(at, str) and at.strip():
+        return at, "record"
+    return None, None
+
+
+def facts_time_text(h):
+    """The host's facts_read_at as a table cell: the time, the record's time labelled as such, or unknown."""
+    at, source = h.get("facts_read_at"), h.get("facts_read_at_source")
+    if source == "gpu_facts":
+        return _text(at)
+    if source == "record":
+        return "not reported; record written at %s" % _text(at)
+    return "unknown"
+
+
+# What the report keeps of a doctor finding (its evidence stays in the fact cache).
+_DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable")
+
+
+def _action(entry):
+    status = entry["status"]
+    if status == "ok":
+        return None
+    if status in ("unreachable", "unknown"):
+        # The provider itself lists the box as failed (an inventory plugin's gpufleet_readiness): give it back.
+        return ACTION_RETURN if entry.get("provider_readiness") == "failed" else ACTION_CHECK
+    if status == "no-gpu":
+        return ACTION_RETURN
+    codes = {f.get("code") for f in entry["findings"] if f.get("severity") in _REASON_SEVERITIES}
+    if codes & PROVIDER_CODES or any(str(c).startswith("xid_") for c in codes):
+        return ACTION_RETURN
+    if any(g["passed"] is False for row in entry["gpus"] for g in row["gate"]):
+        return ACTION_RETURN
+    doctor = [f for f in _l(_d(entry.get("doctor")).get("findings")) if isinstance(f, dict)]
+    if any(f.get("remedy_class") == "provider" for f in doctor):
+        return ACTION_RETURN
+    # What the renter does, not gpufleet: restart the container (provider's console or API), or reboot a VM.
+    for remedy, action in (("restart_container", ACTION_RESTART), ("reboot", ACTION_REBOOT)):
+        if any(f.get("remedy_class") == remedy and f.get("severity") in _REASON_SEVERITIES for f in doctor):
+            return action
+    if any(f.get("fixable") is False for f in doctor):
+        return ACTION_RETURN
+    return ACTION_FIX
+
+
+def _safe_host_summary(r):
+    try:
+        return _host_summary(r)
+    except Exception as exc:  # defensive: one odd result must not sink the fleet report
+        return {
+            "host": str(r.get("host")), "status": "unknown", "simulated": False,
+            "reasons": ["report could not read this result: %r" % exc], "provider": r.get("provider"),
+            "price_per_hour": _num(r.get("price_per_hour")), "reachable": r.get("reachable"),
+            "collected_at": r.get("collected_at"), "facts_read_at": None, "facts_read_at_source": None,
+            "source": None, "driver_version": None,
+            "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
+            "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
+            "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
+            "checklist": _checklist({}), "verdict": None, "_ranks": [ERROR],
+        }
+
+
+# --------------------------------------------------------------------------- the verdict
+# Severity rank of a reason: the verdict gives its evidence in this order, worst first.
+CRITICAL, ERROR, WARNING, UNKNOWN, INFO = range(5)
+_SEVERITY_RANK = {"critical": CRITICAL, "error": ERROR, "warning": WARNING, "unknown": UNKNOWN, "info": INFO}
+# The verdict names this many reasons, then counts the rest (every reason stays in ``reasons``).
+VERDICT_REASONS = 3
+VERDICT_KEEP = "keep"
+# What gpufleet does about a host whose action is "fix here" (playbooks/remediate.yml, roles/remediate).
+FIX_BY = "gpufleet's remediate play"
+
+
+def _severity_rank(severity):
+    return _SEVERITY_RANK.get(severity, UNKNOWN)
+
+
+def say(entry, rank, text):
+    """Add the reason ``text`` to the host row, with its severity rank (``CRITICAL`` .. ``INFO``)."""
+    entry["reasons"].append(text)
+    ranks = entry.get("_ranks")
+    if isinstance(ranks, list):
+        ranks.append(rank)
+
+
+def _ranked_reasons(h):
+    """(rank, reason) of the host, worst first; reasons said without a rank count as warnings."""
+    reasons = h.get("reasons") or []
+    ranks = h.get("_ranks") or []
+    pairs = [(ranks[i] if i < len(ranks) else WARNING, r) for i, r in enumerate(reasons)]
+    pairs.sort(key=lambda p: p[0])  # stable: same rank, said order
+    return pairs
+
+
+def _listing(texts):
+    shown = texts[:VERDICT_REASONS]
+    more = len(texts) - len(shown)
+    return "; ".join(_text(t) for t in shown) + (" (+%d more)" % more if more > 0 else "")
+
+
+def _fixes(h):
+    """The remedies gpufleet applies on this host: its doctor findings that software can fix."""
+    out = []
+    for f in _l(_d(h.get("doctor")).get("findings")):
+        if not isinstance(f, dict) or f.get("severity") not in _REASON_SEVERITIES:
+            continue
+        if f.get("remedy_class") == "fixable" or (f.get("fixable") is True and not f.get("remedy_class")):
+            text = _text(f.get("remedy") or f.get("meaning") or f.get("code"))
+            if text and text not in out:
+                out.append(text)
+    return out
+
+
+def verdict(h):
+    """The host's verdict as one line a renter acts on: keep / fix here (what gpufleet will do) / restart the
+    container / reboot / return to provider (with the evidence) / check access, reasons worst first."""
+    return " ".join(_verdict_text(h).split())  # one line, whatever the host's texts hold
+
+
+def _verdict_text(h):
+    action = h.get("action")
+    ranked = _ranked_reasons(h)
+    faults = [r for rank, r in ranked if rank < INFO]
+    notes = [r for rank, r in ranked if rank >= INFO]
+    if action is None:
+        return VERDICT_KEEP + (" (note: %s)" % _listing(notes) if notes else "")
+    evidence = _listing(faults or notes) or "no reason recorded"
+    if action == ACTION_FIX:
+        fixes = _fixes(h)
+        if fixes:
+            return "%s: %s will %s; evidence: %s" % (ACTION_FIX, FIX_BY, _listing(fixes), evidence)
+        return "%s: %s" % (ACTION_FIX, evidence)
+    if action == ACTION_RETURN and h.get("return_action"):
+        return "%s: %s; then %s" % (ACTION_RETURN, evidence, _text(h["return_action"]))
+    return "%s: %s" % (_text(action), evidence)

@@ -1,0 +1,198 @@
+"""gpufleet.prom: the one Prometheus writer (node_exporter textfile collector; schema in docs/metrics.md)."""
+
+import datetime
+
+from ._common import _INF, STATUSES, _num, _text
+from .summary import _DRIFT_FIELDS, _as_summary
+
+# One metric schema (docs/metrics.md): per-GPU series (labels gpu, uuid, name) belong to each host's
+# exporter (gpufleet_gpu_*, roles/gpu_monitoring); this file holds fleet- and host-level series only,
+# under names the exporter never writes (gpufleet_host_*, gpufleet_fleet_*, gpufleet_report_*), so one
+# Prometheus holds one label set per name. Host-level series keep the file small: about 0.9 KiB per
+# host, under 10 MiB at 10,000 hosts (scripts/bench-report prints it).
+# (name, type, labels, help); labels are the whole label set of every sample of that name.
+_METRICS = (
+    ("gpufleet_host_up", "gauge", ("host",), "1 if the host was reached by the report playbook."),
+    ("gpufleet_host_status", "gauge", ("host", "status"), "The host's current status as a label; always 1."),
+    ("gpufleet_host_simulated", "gauge", ("host",), "1 if the host's GPU facts come from a simulation (test double)."),
+    ("gpufleet_host_gpus", "gauge", ("host",), "GPUs reported by the host."),
+    ("gpufleet_host_gpus_lost", "gauge", ("host",), "GPUs of the host that are lost (fallen off the bus)."),
+    ("gpufleet_host_gpus_by_model", "gauge", ("host", "name"), "GPUs of the host by model name."),
+    ("gpufleet_host_price_per_hour_dollars", "gauge", ("host",), "Rental price of the host per hour."),
+    ("gpufleet_host_peak_bf16_tflops", "gauge", ("host",),
+     "Vendor peak dense BF16 TFLOPS of the host's GPUs together."),
+    ("gpufleet_host_health_findings", "gauge", ("host", "severity"),
+     "Health findings of the host and its GPUs by severity (critical and warning always, info and unknown when > 0)."),
+    ("gpufleet_host_version_drift", "gauge", ("host", "field"),
+     "1 if the host's driver (field=driver_version) or CUDA driver version (field=cuda_driver_version)"
+     " differs from the fleet's most common one."),
+    ("gpufleet_host_gate_fraction_of_expected", "gauge", ("host", "test"),
+     "Gate benchmark result of the host's weakest GPU as a fraction of the expected figure."),
+    ("gpufleet_host_gate_passed", "gauge", ("host", "test"),
+     "1 if every GPU of the host passed the gate test, 0 if one failed."),
+    ("gpufleet_fleet_hosts", "gauge", ("status",), "Hosts in the fleet report by status."),
+    ("gpufleet_fleet_gpus", "gauge", ("name",), "GPUs in the fleet by model name."),
+    ("gpufleet_fleet_gpus_usable", "gauge", (), "GPUs that answer, on hosts whose status is ok or degraded."),
+    ("gpufleet_fleet_price_per_hour_dollars", "gauge", (), "Rental price of the hosts with a known price, per hour."),
+    ("gpufleet_fleet_dollars_per_peak_tflop_hour", "gauge", (),
+     "Dollars per vendor-peak BF16 TFLOP-hour, over hosts with a price and a peak figure."),
+    ("gpufleet_fleet_dollars_per_measured_tflop_hour", "gauge", (),
+     "Dollars per measured (gate) BF16 TFLOP-hour, over hosts with a price and a measurement."),
+    ("gpufleet_report_timestamp_seconds", "gauge", (), "When the fleet report was generated (Unix time)."),
+)
+PROMETHEUS_METRICS = {name: (kind, labels, text) for name, kind, labels, text in _METRICS}
+_SEVERITIES = ("critical", "warning", "info", "unknown")
+
+
+def prom_escape(value):
+    """A label value escaped per the Prometheus text exposition format."""
+    text = value if isinstance(value, str) else _text(value)
+    if "\\" in text or '"' in text or "\n" in text:
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return text
+
+
+def _prom_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _pv(value):
+    """The sample text of ``value``, or None for no sample (null, NaN, infinite, text)."""
+    if value is None:
+        return None
+    t = type(value)
+    if t is int:
+        return str(value)
+    if t is float:
+        return repr(value) if -_INF < value < _INF else None
+    if t is bool:
+        return "1" if value else "0"
+    value = _num(value)
+    return None if value is None else _prom_value(value)
+
+
+def _timestamp(iso):
+    try:
+        return datetime.datetime.fromisoformat(str(iso)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _drifting(s):
+    return {(d["host"], d["field"]) for d in s["totals"].get("drift") or ()}
+
+
+def _host_gate(h):
+    """[(test, lowest fraction_of_peak or None, passed: True/False/None)] over the host's GPUs, by test."""
+    tests = {}
+    for g in h["gpus"]:
+        for e in g["gate"]:
+            low, passed = tests.get(e["test"], (None, None))
+            frac = _num(e["fraction_of_peak"])
+            if frac is not None and -_INF < frac < _INF and (low is None or frac < low):
+                low = frac
+            if e["passed"] is not None:
+                passed = bool(e["passed"]) if passed is None else passed and bool(e["passed"])
+            tests[e["test"]] = (low, passed)
+    return [(test, low, passed) for test, (low, passed) in tests.items()]
+
+
+def _prom_samples(s):
+    """Every sample as (metric, [line]), in _METRICS order. A host name seen before (two result
+    files for one host) is written once, the first one wins, so no series repeats. Each label value
+    is escaped once per host, not once per sample."""
+    out = {name: [] for name, _unused, _unused, _unused in _METRICS}
+    t = s["totals"]
+    drifting = _drifting(s)
+    drift_fields = [field for field, _unused, usual in _DRIFT_FIELDS if t.get(usual) is not None]
+    statuses = [(st, ',status="%s"' % st) for st in STATUSES]
+    hosts_seen = set()
+    up, status, simulated = out["gpufleet_host_up"], out["gpufleet_host_status"], out["gpufleet_host_simulated"]
+    for h in s["hosts"]:
+        hl = 'host="%s"' % prom_escape(h["host"])
+        if hl in hosts_seen:
+            continue
+        hosts_seen.add(hl)
+        up.append("gpufleet_host_up{%s} %d" % (hl, 1 if h["status"] != "unreachable" and h["reachable"] is not False
+                                               else 0))
+        # The current status only: one line per host, not one per status (the file's size at
+        # 10,000 hosts); count by (status) or {status="failed"} read it.
+        for st, sl in statuses:
+            if h["status"] == st:
+                status.append("gpufleet_host_status{%s%s} 1" % (hl, sl))
+        simulated.append("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0))
+
+        def put(name, value, extra="", hl=hl):
+            v = _pv(value)
+            if v is not None:
+                out[name].append("%s{%s%s} %s" % (name, hl, extra, v))
+
+        put("gpufleet_host_gpus", h["gpu_count"])
+        if h["gpus"]:
+            put("gpufleet_host_gpus_lost", sum(1 for g in h["gpus"] if g["lost"]))
+        models = {}
+        for model, n in h["gpu_models"].items():
+            models.setdefault(prom_escape(model), n)
+        for model in sorted(models):
+            put("gpufleet_host_gpus_by_model", models[model], ',name="%s"' % model)
+        put("gpufleet_host_price_per_hour_dollars", h["price_per_hour"])
+        put("gpufleet_host_peak_bf16_tflops", h["peak_bf16_tflops"])
+        if h["gpus"] or h["findings"]:
+            # critical and warning always (0 included); info and unknown only when there are some.
+            found = [f.get("severity") for f in h["findings"]]
+            for sev in _SEVERITIES:
+                n = found.count(sev)
+                if n or sev in ("critical", "warning"):
+                    put("gpufleet_host_health_findings", n, ',severity="%s"' % sev)
+        if h["gpus"]:
+            for field in drift_fields:
+                put("gpufleet_host_version_drift", 1 if (h["host"], field) in drifting else 0, ',field="%s"' % field)
+        for test, low, passed in _host_gate(h):
+            tl = ',test="%s"' % prom_escape(test)
+            put("gpufleet_host_gate_fraction_of_expected", low, tl)
+            put("gpufleet_host_gate_passed", passed, tl)
+
+    def fleet(name, value, labels=""):
+        v = _pv(value)
+        if v is not None:
+            out[name].append("%s{%s} %s" % (name, labels, v))
+
+    for st in STATUSES:
+        fleet("gpufleet_fleet_hosts", t["hosts_by_status"].get(st, 0), 'status="%s"' % st)
+    models = {}
+    for model, n in (t.get("gpus_by_model") or {}).items():
+        models.setdefault(prom_escape(model), n)
+    for model in sorted(models):
+        fleet("gpufleet_fleet_gpus", models[model], 'name="%s"' % model)
+    fleet("gpufleet_fleet_gpus_usable", t.get("gpus_usable"))
+    if t.get("priced_hosts"):
+        fleet("gpufleet_fleet_price_per_hour_dollars", t.get("price_per_hour"))
+    fleet("gpufleet_fleet_dollars_per_peak_tflop_hour", t.get("usd_per_peak_tflop_hour"))
+    fleet("gpufleet_fleet_dollars_per_measured_tflop_hour", t.get("usd_per_measured_tflop_hour"))
+    fleet("gpufleet_report_timestamp_seconds", _timestamp(s["generated_at"]))
+    for name, _unused, _unused, _unused in _METRICS:
+        yield name, out[name]
+
+
+_PROM_LINES_PER_CHUNK = 8192
+
+
+def iter_prometheus(data):
+    """``to_prometheus`` in chunks."""
+    s = _as_summary(data)
+    for name, lines in _prom_samples(s):
+        if not lines:
+            continue
+        kind, _unused, help_text = PROMETHEUS_METRICS[name]
+        yield "# HELP %s %s\n# TYPE %s %s\n" % (name, help_text, name, kind)
+        for start in range(0, len(lines), _PROM_LINES_PER_CHUNK):
+            yield "\n".join(lines[start:start + _PROM_LINES_PER_CHUNK]) + "\n"
+
+
+def to_prometheus(data):
+    """node_exporter textfile-collector text: HELP/TYPE per metric, then its samples; no duplicates."""
+    return "".join(iter_prometheus(data))

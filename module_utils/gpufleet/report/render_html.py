@@ -1,0 +1,188 @@
+"""fleet.html: one self-contained page from templates/report.html.j2 (Jinja2, autoescape on).
+
+Python gives the template plain text cells and the pictures' numbers (pictures.py); the template
+writes every tag, and Jinja2 escapes every value it prints, so no host-provided text reaches the page
+unescaped. The page's only script is ``SORT_SCRIPT``, allowed by its hash in the Content-Security-Policy.
+"""
+
+import base64
+import hashlib
+
+from . import cells as _cells
+from . import pictures as _pictures
+from ._common import _EMPTY, CHECK_ITEMS, CHECK_MODE_BANNER, CHECK_STATUSES, STATUSES, _d, _l, _text
+from .jinja_env import get_template, trusted
+from .model import facts_time_text
+from .parallel import chunked
+from .summary import _as_summary, one_line
+
+# The page's only script: click (or Enter on) a column header of a table.sortable to sort its
+# rows by that column, numbers as numbers, again to reverse. The Content-Security-Policy allows
+# exactly this text by its SHA-256 hash; nothing else may run and nothing loads.
+SORT_SCRIPT = """(function () {
+  "use strict";
+  var collator = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
+  function key(cell) {
+    var text = cell ? cell.textContent.trim() : "";
+    var n = /^[-$]?[0-9]/.test(text) ? parseFloat(text.replace(/^\\$/, "")) : NaN;
+    return {text: text, num: isNaN(n) ? null : n};
+  }
+  function sortBy(th) {
+    var table = th.closest("table"), body = table.tBodies[0], col = th.cellIndex;
+    var asc = th.getAttribute("aria-sort") !== "ascending";
+    Array.prototype.forEach.call(th.parentNode.cells, function (c) { c.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+    var rows = Array.prototype.map.call(body.rows, function (row) {
+      var k = key(row.cells[col]);
+      k.row = row;
+      return k;
+    });
+    rows.sort(function (a, b) {
+      var d = (a.num !== null && b.num !== null) ? a.num - b.num : collator.compare(a.text, b.text);
+      return asc ? d : -d;
+    });
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (k) { frag.appendChild(k.row); });
+    body.appendChild(frag);
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+    if (!table.tHead || !table.tBodies.length) { return; }
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      th.tabIndex = 0;
+      th.title = "sort by this column";
+      th.addEventListener("click", function () { sortBy(th); });
+      th.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(th); }
+      });
+    });
+    table.setAttribute("data-sortable", "ready");
+  });
+}());"""
+
+# The GPU table in the page stops at this many rows (GPUs of hosts that are not ok first);
+# fleet.csv always has every GPU.
+HTML_GPU_ROWS = 2000
+
+# Columns of the page's tables (the cells come from the row functions below, in this order).
+HOST_HEADERS = ["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS", "driver / CUDA", "source",
+                "facts read at", "reasons", "verdict"]
+BAD_HEADERS = ["host", "status", "provider", "action", "reasons"]
+DOCTOR_HEADERS = ["host", "code", "severity", "remedy class", "meaning", "remedy"]
+SECURITY_HEADERS = ["host", "severity", "status", "finding", "fix gpufleet applies", "source"]
+# Checklist cell status -> CSS class of the cell.
+_CHECK_CLS = {"fail": "fail", "ok": "pass", "unknown": "muted"}
+
+
+def script_hash(script=SORT_SCRIPT):
+    """The CSP source that allows exactly ``script`` inline: 'sha256-<base64 of its SHA-256>'."""
+    return "'sha256-%s'" % base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+
+
+def _csp():
+    return "default-src 'none'; style-src 'unsafe-inline'; script-src %s" % script_hash()
+
+
+def _host_rows(hosts):
+    """Per host: (host, simulated, status, [(css class or None, text)] of the cells between status and reasons,
+    reasons, verdict)."""
+    money, models, mem, driver, facts_time = (_cells._money, _cells._models, _cells._fmt_mem, _cells._driver_text,
+                                              facts_time_text)
+    for h in hosts:
+        yield (h["host"], h["simulated"], h["status"], (
+            (None, _text(_cells._provider_cell(h))), ("num", money(h["price_per_hour"])), (None, models(h)),
+            ("num", mem(h["memory_total_mib"] or None)), ("num", _text(h["peak_bf16_tflops"])), (None, driver(h)),
+            (None, _text(h["source"])), (None, facts_time(h))), h["reasons"], h.get("verdict") or "")
+
+
+def _gpu_pick(s):
+    """(GPU rows to list, total GPUs): every GPU up to HTML_GPU_ROWS, GPUs of hosts that are not ok first."""
+    total = sum(len(h["gpus"]) for h in s["hosts"])
+    if total <= HTML_GPU_ROWS:
+        return [(h, g) for h in s["hosts"] for g in h["gpus"]], total
+    pick = [(h, g) for h in s["hosts"] if h["status"] != "ok" for g in h["gpus"]][:HTML_GPU_ROWS]
+    if len(pick) < HTML_GPU_ROWS:
+        pick += [(h, g) for h in s["hosts"] if h["status"] == "ok" for g in h["gpus"]][:HTML_GPU_ROWS - len(pick)]
+    return pick, total
+
+
+def _gpu_rows(pick, tests):
+    """Per GPU: (host, simulated, status, [(css class or None, text)])."""
+    n_fixed = len(_cells._GPU_HEADERS)
+    driver_of = {}
+    for h, g in pick:
+        key = id(h)
+        if key not in driver_of:
+            driver_of = {key: _cells._driver_text(h)}
+        cells = []
+        for i, c in enumerate(_cells._gpu_cells(h, g, tests, driver_of[key])):
+            if i >= n_fixed:
+                cls = "fail" if c.endswith("FAIL") else ("pass" if c.endswith("pass") else None)
+            else:
+                cls = "fail" if i == 1 and g["lost"] else None
+            cells.append((cls, c))
+        yield h["host"], h["simulated"], h["status"], cells
+
+
+def _checklist_rows(listed):
+    """Per listed host: (host, simulated, status, [(css class or None, text)]) over CHECK_ITEMS."""
+    for h in listed:
+        items = h.get("checklist") or _EMPTY
+        cells = []
+        for key, _unused in CHECK_ITEMS:
+            st = (items.get(key) or _EMPTY).get("status") or "unknown"
+            cells.append((_CHECK_CLS.get(st), _cells._check_cell(h, key)))
+        yield h["host"], h["simulated"], h["status"], cells
+
+
+def context(data):
+    """The template's values for the summary ``data`` (text and numbers; the template escapes them)."""
+    s = _as_summary(data)
+    t = s["totals"]
+    tests = _cells._gate_tests(s)
+    pick, gpu_total = _gpu_pick(s)
+    listed, check_total = _cells._checklist_hosts(s)
+    doctors = [(h, f) for h in s["hosts"] for f in _l(_d(h["doctor"]).get("findings")) if isinstance(f, dict)]
+    remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
+    return {
+        "csp": trusted(_csp()), "sort_script": trusted(SORT_SCRIPT),
+        "check_mode_banner": CHECK_MODE_BANNER if s.get("check_mode") else None,
+        "generated_at": _text(s["generated_at"]), "one_line": one_line(s),
+        "fleet_lines": _cells._fleet_lines(s),
+        "status_counts": [(k, t["hosts_by_status"].get(k, 0)) for k in STATUSES],
+        "pictures": _pictures.pictures(s, listed, check_total),
+        "bad_hosts": [(b["host"], b["simulated"], b["status"], _cells._provider_cell(b), b["action"],
+                       b.get("return_action"), b["reasons"]) for b in s["bad_hosts"]],
+        "bad_headers": BAD_HEADERS,
+        "drift": _cells._drift_rows(s),
+        "usual": (_text(t.get("usual_driver_version")), _text(t.get("usual_cuda_driver_version"))),
+        "host_count": len(s["hosts"]), "host_headers": HOST_HEADERS,
+        "host_rows": _host_rows(s["hosts"]),
+        "checklist": bool(listed), "check_note": _cells._CHECK_NOTE,
+        "check_count_headers": ["item"] + list(CHECK_STATUSES), "check_counts": _cells._check_count_rows(s),
+        "check_listed": len(listed), "check_total": check_total,
+        "check_headers": ["host", "status"] + [label for _unused, label in CHECK_ITEMS],
+        "check_rows": _checklist_rows(listed), "capacity_rules": _cells._capacity_rules(),
+        "security_headers": SECURITY_HEADERS, "security": _cells._security_rows(listed),
+        "gpu_total": gpu_total, "gpu_listed": len(pick),
+        "gpu_headers": ["host", "status"] + _cells._GPU_HEADERS + ["gate: %s" % x for x in tests],
+        "gpu_rows": _gpu_rows(pick, tests),
+        "doctor_headers": DOCTOR_HEADERS,
+        "doctors": [(h["host"], f.get("code"), f.get("severity"),
+                     f.get("remedy_class") or ("fixable" if f.get("fixable") else None),
+                     f.get("meaning") or f.get("message"), f.get("remedy")) for h, f in doctors],
+        "gate_other_headers": _cells._GATE_OTHER_HEADERS, "gate_other": _cells._gate_other_rows(s),
+        "remediation_headers": _cells._REMEDIATION_HEADERS,
+        "remediation": [[h["host"]] + _cells._remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
+        "warnings": s["warnings"],
+    }
+
+
+def iter_html(data):
+    """``to_html`` in chunks."""
+    return chunked(get_template("report.html.j2").generate(**context(data)))
+
+
+def to_html(data):
+    """One self-contained HTML page: inline CSS, inline SVG pictures and one inline sort script allowed by its
+    hash in the page's Content-Security-Policy; no external resources."""
+    return "".join(iter_html(data))

@@ -1,0 +1,287 @@
+"""``summarize``: host rows (model.py) in, the fleet summary out: totals, bad hosts, drift, history, verdicts."""
+
+from .. import history as _history
+from .. import providers as _providers
+from ._common import (
+    _BAD_ORDER,
+    _EMPTY,
+    ACTION_RETURN,
+    CHECK_ITEMS,
+    CHECK_MODE_NOTE,
+    CHECK_STATUSES,
+    SCHEMA,
+    STATUSES,
+    _l,
+    _now_iso,
+    _text,
+)
+from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
+from .model import INFO, _escalate, _safe_host_summary, _severity_rank, say, verdict
+from .parallel import gc_paused as _gc_paused
+from .parallel import in_two as _in_two
+from .parallel import split as _split
+from .parallel import use_two as _use_two
+
+_DRIFT_FIELDS = (
+    ("driver_version", "driver", "usual_driver_version"),
+    ("cuda_driver_version", "CUDA", "usual_cuda_driver_version"),
+)
+
+
+def _usual(values):
+    """The majority value (held by more than half of ``values``) and the values with their counts, most
+    common first. Without a majority there is no usual value (None): naming the largest minority
+    would flag most of the fleet for nothing."""
+    counts = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _text(kv[0])))
+    if ranked and ranked[0][1] * 2 > len(values):
+        return ranked[0][0], ranked
+    return None, ranked
+
+
+# A fleet-level "versions differ" line names this many hosts per version, then counts the rest.
+SPLIT_NAMES = 3
+
+
+def _split_line(word, ranked, names):
+    parts = []
+    for v, n in ranked:
+        shown = names[v][:SPLIT_NAMES]
+        more = " and %d more" % (n - len(shown)) if n > len(shown) else ""
+        parts.append("%s on %s%s" % (_text(v), ", ".join(shown), more))
+    return "%s versions differ across the fleet: %s (no majority)" % (word, "; ".join(parts))
+
+
+def _drift(hosts):
+    """Version drift across the fleet among hosts with GPUs, per field: with a majority version (more
+    than half of the hosts that report the field), one entry per host that differs (severity info: added
+    to the host's reasons, its status unchanged); without one, one fleet-level split entry and no
+    per-host reason. Returns (usual values, drift entries, split entries)."""
+    with_gpus = [h for h in hosts if h["gpus"]]
+    usual = {}
+    drift = []
+    split = []
+    for key, word, total_key in _DRIFT_FIELDS:
+        values = []
+        names = {}
+        for h in with_gpus:
+            v = h[key]
+            if v is not None and not isinstance(v, (dict, list)):
+                values.append(v)
+                names.setdefault(v, []).append(h["host"])
+        common, ranked = _usual(values)
+        usual[total_key] = common
+        if len(ranked) < 2:
+            continue
+        if common is None:
+            split.append({"field": key, "severity": "info", "reason": _split_line(word, ranked, names),
+                          "versions": [{"version": v, "hosts": n} for v, n in ranked]})
+            continue
+        for h in with_gpus:
+            v = h[key]
+            if v is None or isinstance(v, (dict, list)) or v == common:
+                continue
+            reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
+            say(h, INFO, reason)
+            drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
+                          "reason": reason})
+    drift.sort(key=lambda d: (d["host"], d["field"]))
+    return usual, drift, split
+
+
+def _apply_history(hosts, history):
+    """The GPU history's findings (history.assess) on each host: its ``history`` list, the checklist's history
+    item, one reason each, and for a box known bad from an earlier run or the user's list the verdict
+    "return to provider" (status at least degraded). ``history`` None: no history kept, the item says so."""
+    for h, seen in _history.assess(history, hosts):
+        h["history"] = seen["findings"]
+        if isinstance(h.get("checklist"), dict):
+            h["checklist"][_history.CHECK_KEY] = seen["check"]
+        for f in seen["findings"]:
+            say(h, _severity_rank(f.get("severity")), "history: %s" % f["message"])
+            if f["action"] == ACTION_RETURN:
+                h["status"] = _escalate(h["status"], "degraded")
+                h["action"] = ACTION_RETURN
+        if h["action"] == ACTION_RETURN and h.get("provider_id") is not None and not h.get("return_action"):
+            h["return_action"] = _providers.return_action(h["provider"], h["provider_id"], h.get("provider_machine_id"))
+
+
+def _finish(hosts, now, results=None, check_mode=False, history=None):
+    hosts.sort(key=lambda h: h["host"])
+    _apply_history(hosts, history)
+    usual, drift, split = _drift(hosts)
+
+    by_status = dict.fromkeys(STATUSES, 0)
+    by_model = {}
+    gpus = usable = 0
+    mem_mib = 0
+    peak = 0.0
+    price_total = 0.0
+    priced_hosts = 0
+    peak_price = peak_tflops = meas_price = meas_tflops = 0.0
+    for h in hosts:
+        by_status[h["status"]] = by_status.get(h["status"], 0) + 1
+        gpus += h["gpu_count"]
+        if h["status"] in ("ok", "degraded"):
+            usable += sum(1 for g in h["gpus"] if not g["lost"])
+        for name, n in h["gpu_models"].items():
+            by_model[name] = by_model.get(name, 0) + n
+        missing = h["gpu_count"] - len(h["gpus"])
+        if missing > 0:
+            by_model["unknown GPU"] = by_model.get("unknown GPU", 0) + missing
+        mem_mib += h["memory_total_mib"]
+        peak += h["peak_bf16_tflops"] or 0
+        if h["price_per_hour"] is not None:
+            price_total += h["price_per_hour"]
+            priced_hosts += 1
+            if h["peak_bf16_tflops"]:
+                peak_price += h["price_per_hour"]
+                peak_tflops += h["peak_bf16_tflops"]
+            if h["measured_tflops"]:
+                meas_price += h["price_per_hour"]
+                meas_tflops += h["measured_tflops"]
+
+    totals = {
+        "hosts": len(hosts),
+        "hosts_by_status": by_status,
+        "simulated_hosts": sum(1 for h in hosts if h["simulated"]),
+        "gpus": gpus,
+        "gpus_usable": usable,
+        "gpus_by_model": dict(sorted(by_model.items(), key=lambda kv: str(kv[0]))),
+        "gpu_memory_total_gib": round(mem_mib / 1024.0, 1),
+        "peak_bf16_tflops": round(peak, 1),
+        "price_per_hour": round(price_total, 4),
+        "priced_hosts": priced_hosts,
+        # $ per TFLOP-hour over the hosts where both the price and the figure are known.
+        "usd_per_peak_tflop_hour": round(peak_price / peak_tflops, 6) if peak_tflops else None,
+        "measured_tflops": round(meas_tflops, 1) if meas_tflops else None,
+        "usd_per_measured_tflop_hour": round(meas_price / meas_tflops, 6) if meas_tflops else None,
+        "usual_driver_version": usual["usual_driver_version"],
+        "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
+        "drift": drift,
+        "version_split": split,
+    }
+    for h in hosts:
+        h["verdict"] = verdict(h)
+        h.pop("_ranks", None)
+    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
+    for h in hosts:
+        items = h.get("checklist") or _EMPTY
+        for key, _unused in CHECK_ITEMS:
+            st = (items.get(key) or _EMPTY).get("status")
+            counts = checks[key]
+            counts[st if st in counts else "unknown"] += 1
+    totals["checklist"] = checks
+    bad = [{"host": h["host"], "status": h["status"], "provider": h["provider"], "action": h["action"],
+            "reasons": list(h["reasons"]), "simulated": h["simulated"], "provider_id": h.get("provider_id"),
+            "return_action": h.get("return_action"), "verdict": h["verdict"]}
+           for h in hosts if h["status"] != "ok"]
+    bad.sort(key=lambda b: (_BAD_ORDER.get(b["status"], 9), b["host"]))
+    warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
+    summary = {
+        "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
+        "bad_hosts": bad, "hosts": hosts, "warnings": warnings, "history": _history.overview(history),
+    }
+    if results is not None:
+        results.sort(key=lambda r: str(r.get("host")))
+        summary["results"] = results
+    return summary
+
+
+def summarize(results, now=None, include_results=False, workers=None, check_mode=False, history=None):
+    """Fleet summary from ``load_results`` output: per-host status and reasons, totals, bad hosts.
+
+    ``now``: a datetime (or text) for ``generated_at``; default: the current UTC time.
+    ``check_mode``: the results come from an ``ansible-playbook --check`` run (a plan, the hosts were
+    not changed); the summary's ``check_mode`` says so and every rendering shows it.
+    ``workers``: None summarizes a large list (``PARALLEL_MIN_FILES`` or more) in two processes
+    on a machine with two or more CPUs (a forked child does the second part and sends its host
+    rows back pickled), one otherwise; 1 forces one, 2 forces two. The summary is the same.
+    The summary holds its own compact per-host and per-GPU rows, not the raw results, so the caller
+    may drop those before rendering. ``include_results=True`` keeps them under ``results`` (then
+    ``fleet.json`` embeds them again, as it did up to now).
+    ``history``: the GPU history of earlier runs (``history.load``, with ``history.with_known_bad``): GPU swaps
+    and known-bad boxes become host findings (``_apply_history``); ``history.update`` records this summary.
+    """
+    results = [r for r in _l(results) if isinstance(r, dict)]
+    with _gc_paused():
+        if _use_two(len(results), workers):
+            half = _split(len(results))
+            first, second = _in_two(lambda part: [_safe_host_summary(r) for r in part], results[:half],
+                                    results[half:])
+            hosts = first + second
+        else:
+            hosts = [_safe_host_summary(r) for r in results]
+        return _finish(hosts, now, list(results) if include_results else None, check_mode, history)
+
+
+def _summarize_files(folder, names, wanted, known, kept=None):
+    hosts = []
+    for result in _iter_files(folder, names, wanted, known):
+        hosts.append(_safe_host_summary(result))
+        if kept is not None:
+            kept.append(result)
+    return hosts
+
+
+def summarize_folder(folder, inventory_hosts=None, now=None, include_results=False, workers=None,
+                     check_mode=False, history=None):
+    """``summarize(load_results(folder, inventory_hosts))`` without holding every raw result at
+    once: each file is read, summarized and dropped before the next (unless ``include_results``).
+
+    ``workers``: None reads a large folder in two processes on a machine with two or more CPUs
+    (a forked child summarizes the second half of the files and sends its host rows back), one
+    process otherwise; 1 forces one, 2 forces two. The summary is the same either way.
+    ``check_mode``, ``history``: as for ``summarize``.
+    """
+    folder, names = _list_folder(folder)
+    inventory = _inventory_list(inventory_hosts)
+    wanted = None if inventory is None else set(inventory)
+    known = set()
+    kept = [] if include_results else None
+    with _gc_paused():
+        if kept is None and _use_two(len(names), workers):
+            def work(part):
+                part_known = set()
+                return _summarize_files(folder, part, wanted, part_known), part_known
+
+            half = _split(len(names))
+            (hosts, known), (more, more_known) = _in_two(work, names[:half], names[half:])
+            hosts += more
+            known |= more_known
+        else:
+            hosts = _summarize_files(folder, names, wanted, known, kept)
+        for result in _iter_missing(inventory, known):
+            hosts.append(_safe_host_summary(result))
+            if kept is not None:
+                kept.append(result)
+        return _finish(hosts, now, kept, check_mode, history)
+
+
+def _as_summary(data):
+    if isinstance(data, dict) and "hosts" in data and "totals" in data:
+        return data
+    return summarize(data)
+
+
+def one_line(data):
+    """One line for a terminal: hosts by status, GPUs, price, hosts to return / fix."""
+    s = _as_summary(data)
+    t = s["totals"]
+    states = ", ".join("%d %s" % (t["hosts_by_status"].get(k, 0), k) for k in STATUSES
+                       if t["hosts_by_status"].get(k))
+    line = "%d host(s): %s; %d GPU(s), %.1f GiB, %.0f peak BF16 TFLOPS; $%.2f/h; %d host(s) to return / fix" % (
+        t["hosts"], states or "none", t["gpus"], t["gpu_memory_total_gib"], t["peak_bf16_tflops"],
+        t["price_per_hour"], len(s["bad_hosts"]))
+    if t["simulated_hosts"]:
+        line += "; %d simulated" % t["simulated_hosts"]
+    if t.get("drift"):
+        line += "; %d version drift(s)" % len(t["drift"])
+    if t.get("version_split"):
+        line += "; %s versions differ (no majority)" % " and ".join(
+            "driver" if x["field"] == "driver_version" else "CUDA" for x in t["version_split"])
+    if s.get("check_mode"):
+        line += "; " + CHECK_MODE_NOTE
+    return line
