@@ -137,9 +137,11 @@ def test_the_verdict_names_three_reasons_then_counts_and_ends_with_the_return_ac
     s = report.summarize(report.load_results(FIXTURES, inventory_hosts=INVENTORY), now=NOW)
     v = {h["host"]: h["verdict"] for h in s["hosts"]}
     assert v["gpu-h100-01"] == v["cpu-box-09"] == "keep"
-    # the gate failure (error) comes before the PCIe width warning, though said after it in reasons
+    # the gate failure (error) comes before the PCIe width warning, though said after it; the reasons are in
+    # the verdict's order too
     riser = next(h for h in s["hosts"] if h["host"] == "gpu-4090-03")
-    assert riser["reasons"][0].startswith("GPU 0: PCIe link x4")
+    assert riser["reasons"][0].startswith("GPU 0: gate h2d_bandwidth failed")
+    assert riser["reasons"][1].startswith("GPU 0: PCIe link x4")
     assert v["gpu-4090-03"].startswith("return to provider: GPU 0: gate h2d_bandwidth failed (25% of peak)")
     a100 = next(h for h in s["hosts"] if h["host"] == "gpu-a100-02")
     assert v["gpu-a100-02"].endswith("(+%d more)" % (len(a100["reasons"]) - 3 - 2))  # 2 drift lines are info
@@ -180,3 +182,17 @@ def test_the_doctors_findings_settle_a_host_read_without_gpu_facts(doctor, statu
     assert (host["status"], host["action"]) == (status, action)
     assert host["verdict"].startswith(action)
     assert "no GPU facts in the result" in host["reasons"]  # what was not read stays said
+
+
+def test_the_verdict_gives_the_evidence_for_its_action_first():
+    """A CPU torch (fix here) and another tenant (provider) on one host, both critical: the verdict says
+    "return to provider" and names the tenant first, not the torch build that gpufleet could fix."""
+    doctor = {"status": "broken", "cuda_usable": False, "remediation": None, "findings": [
+        {"code": "torch_cpu_build", "severity": "critical", "remedy_class": "fixable",
+         "meaning": "The installed torch is a CPU-only build", "remedy": "Reinstall torch"},
+        {"code": "gpu_used_by_another_tenant", "severity": "critical", "remedy_class": "provider",
+         "meaning": "Someone else is on this GPU", "remedy": "Ask the provider to clear the GPU"}]}
+    host = report.summarize([_result("shared-box", doctor)])["hosts"][0]
+    assert host["action"] == report.ACTION_RETURN
+    assert host["verdict"].startswith("return to provider: doctor: Someone else is on this GPU")
+    assert host["reasons"][0].startswith("doctor: Someone else")  # the reasons in the verdict's order

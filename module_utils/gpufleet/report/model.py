@@ -295,7 +295,7 @@ def _host_entry(result):
         entry["status"] = "no-gpu"
         what = facts.get("error") or "no GPU visible to %s" % (facts.get("source") or "the facts module")
         code = facts.get("error_code")
-        say(entry, CRITICAL, "no GPU: %s%s" % ("%s: " % code if code else "", what))
+        say(entry, CRITICAL, "no GPU: %s%s" % ("%s: " % code if code else "", what), ACTION_RETURN)
     elif facts:
         entry["status"] = health_status
         if health_status == "unknown" and facts.get("error") and not any(
@@ -303,7 +303,7 @@ def _host_entry(result):
             say(entry, UNKNOWN, "GPU facts unavailable: %s" % facts["error"])
     for f in findings:
         if f.get("severity") in _REASON_SEVERITIES and entry["status"] != "no-gpu":
-            say(entry, _severity_rank(f.get("severity")), _finding_text(f))
+            say(entry, _severity_rank(f.get("severity")), _finding_text(f), _finding_leads_to(f))
 
     # Gate: a GPU below its threshold flags the host.
     for row in rows:
@@ -312,7 +312,7 @@ def _host_entry(result):
                 entry["status"] = _escalate(entry["status"], "degraded")
                 frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
                 say(entry, ERROR, "GPU %s: gate %s failed%s%s" % (
-                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""))
+                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""), ACTION_RETURN)
 
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
@@ -335,7 +335,7 @@ def _host_entry(result):
                     continue
                 say(entry, _severity_rank(sev), "doctor: %s%s" % (
                     _text(f.get("meaning") or f.get("message") or f.get("code")),
-                    " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""))
+                    " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""), _doctor_leads_to(f))
     return entry
 
 
@@ -370,6 +370,25 @@ def facts_time_text(h):
 _DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable")
 
 
+def _finding_leads_to(finding):
+    code = str(finding.get("code"))
+    return ACTION_RETURN if code in PROVIDER_CODES or code.startswith("xid_") else None
+
+
+# A doctor finding's remedy class -> the host action it calls for.
+_REMEDY_ACTION = {"provider": ACTION_RETURN, "restart_container": ACTION_RESTART, "reboot": ACTION_REBOOT,
+                  "fixable": ACTION_FIX}
+
+
+def _doctor_leads_to(finding):
+    remedy = finding.get("remedy_class")
+    if remedy in _REMEDY_ACTION:
+        return _REMEDY_ACTION[remedy]
+    if finding.get("fixable") is False:
+        return ACTION_RETURN
+    return ACTION_FIX if finding.get("fixable") is True else None
+
+
 def _action(entry):
     status = entry["status"]
     if status == "ok":
@@ -388,8 +407,9 @@ def _action(entry):
     if any(f.get("remedy_class") == "provider" for f in doctor):
         return ACTION_RETURN
     # What the renter does, not gpufleet: restart the container (provider's console or API), or reboot a VM.
-    for remedy, action in (("restart_container", ACTION_RESTART), ("reboot", ACTION_REBOOT)):
-        if any(f.get("remedy_class") == remedy and f.get("severity") in _REASON_SEVERITIES for f in doctor):
+    for action in (ACTION_RESTART, ACTION_REBOOT):
+        if any(_REMEDY_ACTION.get(f.get("remedy_class")) == action and f.get("severity") in _REASON_SEVERITIES
+               for f in doctor):
             return action
     if any(f.get("fixable") is False for f in doctor):
         return ACTION_RETURN
@@ -409,7 +429,7 @@ def _safe_host_summary(r):
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
             "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
-            "checklist": _checklist({}), "verdict": None, "_ranks": [ERROR],
+            "checklist": _checklist({}), "verdict": None, "_ranks": [(ERROR, None)],
         }
 
 
@@ -428,21 +448,36 @@ def _severity_rank(severity):
     return _SEVERITY_RANK.get(severity, UNKNOWN)
 
 
-def say(entry, rank, text):
-    """Add the reason ``text`` to the host row, with its severity rank (``CRITICAL`` .. ``INFO``)."""
+def say(entry, rank, text, leads_to=None):
+    """Add the reason ``text`` to the host row, with its severity rank (``CRITICAL`` .. ``INFO``) and the
+    action it calls for (``ACTION_RETURN``, ``ACTION_RESTART``, ...; None: it calls for none by itself)."""
     entry["reasons"].append(text)
     ranks = entry.get("_ranks")
     if isinstance(ranks, list):
-        ranks.append(rank)
+        ranks.append((rank, leads_to))
+
+
+def _ordered(h):
+    """(rank, leads_to, reason) of the host: first the reasons that call for the host's action (the evidence
+    for it), then the others, each part worst first; reasons said without a rank count as warnings."""
+    reasons = h.get("reasons") or []
+    ranks = h.get("_ranks") or []
+    action = h.get("action")
+    triples = [ranks[i] + (r,) if i < len(ranks) else (WARNING, None, r) for i, r in enumerate(reasons)]
+    triples.sort(key=lambda t: (action is None or t[1] != action, t[0]))  # stable: same key, said order
+    return triples
 
 
 def _ranked_reasons(h):
-    """(rank, reason) of the host, worst first; reasons said without a rank count as warnings."""
-    reasons = h.get("reasons") or []
-    ranks = h.get("_ranks") or []
-    pairs = [(ranks[i] if i < len(ranks) else WARNING, r) for i, r in enumerate(reasons)]
-    pairs.sort(key=lambda p: p[0])  # stable: same rank, said order
-    return pairs
+    return [(rank, r) for rank, _, r in _ordered(h)]
+
+
+def order_reasons(h):
+    """Put the host's reasons in the order its verdict gives them (``_ordered``), once its action is known."""
+    triples = _ordered(h)
+    h["reasons"] = [r for _, _, r in triples]
+    if isinstance(h.get("_ranks"), list):
+        h["_ranks"] = [(rank, leads_to) for rank, leads_to, _ in triples]
 
 
 def _listing(texts):

@@ -16,7 +16,7 @@ from ._common import (
     _text,
 )
 from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
-from .model import INFO, _escalate, _safe_host_summary, _severity_rank, say, verdict
+from .model import INFO, _escalate, _safe_host_summary, _severity_rank, order_reasons, say, verdict
 from .parallel import gc_paused as _gc_paused
 from .parallel import in_two as _in_two
 from .parallel import split as _split
@@ -100,7 +100,7 @@ def _apply_history(hosts, history):
         if isinstance(h.get("checklist"), dict):
             h["checklist"][_history.CHECK_KEY] = seen["check"]
         for f in seen["findings"]:
-            say(h, _severity_rank(f.get("severity")), "history: %s" % f["message"])
+            say(h, _severity_rank(f.get("severity")), "history: %s" % f["message"])  # an echo, not evidence
             if f["action"] == ACTION_RETURN:
                 h["status"] = _escalate(h["status"], "degraded")
                 h["action"] = ACTION_RETURN
@@ -164,6 +164,9 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
         "version_split": split,
     }
     for h in hosts:
+        # The reasons in the order the verdict gives them: the evidence for the host's action, then the rest,
+        # each part worst first (the history keeps the first ones of a box it flags).
+        order_reasons(h)
         h["verdict"] = verdict(h)
         h.pop("_ranks", None)
     checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
