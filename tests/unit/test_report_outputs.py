@@ -559,3 +559,15 @@ def test_host_text_in_the_pictures_arrives_escaped_in_chromium(tmp_path):
     assert models == {'<script>alert("x")</script>'}
     md = report.to_markdown(report.summarize(_evil_results(), now=NOW))
     assert "<script" not in md and "&lt;script&gt;" in md
+
+
+def test_without_gate_figures_the_page_says_why_there_is_no_gate_or_price_picture(fleet):
+    # fleet has measured gate figures: the pictures, no note
+    html = report.to_html(fleet)
+    assert 'data-picture="gate"' in html and 'id="no-gate-figures"' not in html
+    bare = report.summarize([{"host": "h", "reachable": True, "failed": False, "gate": None, "price_per_hour": 2.0,
+                              "gpu": {"source": "nvml", "gpu_count": 1, "gpus": [{"index": 0, "name": "NVIDIA H100"}],
+                                      "health": {"status": "ok", "findings": []}}}])
+    html = report.to_html(bare)
+    assert 'data-picture="gate"' not in html and 'data-picture="price"' not in html
+    assert 'id="no-gate-figures"' in html and "playbooks/gate.yml" in html
