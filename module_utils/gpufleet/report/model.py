@@ -469,15 +469,15 @@ def _ordered(h):
 
 
 def _ranked_reasons(h):
-    return [(rank, r) for rank, _, r in _ordered(h)]
+    return [(t[0], t[2]) for t in _ordered(h)]
 
 
 def order_reasons(h):
     """Put the host's reasons in the order its verdict gives them (``_ordered``), once its action is known."""
     triples = _ordered(h)
-    h["reasons"] = [r for _, _, r in triples]
+    h["reasons"] = [t[2] for t in triples]
     if isinstance(h.get("_ranks"), list):
-        h["_ranks"] = [(rank, leads_to) for rank, leads_to, _ in triples]
+        h["_ranks"] = [t[:2] for t in triples]
 
 
 def _listing(texts):
