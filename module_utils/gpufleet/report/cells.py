@@ -141,8 +141,9 @@ def _capacity_rules():
         % round(_capacity.USABLE_FRACTION * 100)]
 
 
-_CHECK_NOTE = ("Ten things a renter checks before paying, computed from the facts and the doctor's evidence "
-               "(docs/checklist.md); 'unknown' says which fact the host did not report.")
+_CHECK_NOTE = ("What a renter checks before paying (the ten items of docs/checklist.md) and the box's GPU history, "
+               "computed from the facts, the doctor's evidence and earlier runs; 'unknown' says which fact the host "
+               "did not report.")
 
 
 def _money(value, digits=2):
