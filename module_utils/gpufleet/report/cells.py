@@ -7,7 +7,7 @@ Cells are plain text: each template escapes them for its format.
 """
 
 from .. import capacity as _capacity
-from ._common import _EMPTY, CHECK_ITEMS, CHECK_STATUSES, STATUSES, _l, _round, _text
+from ._common import _EMPTY, CHECK_ITEMS, CHECK_MODE_BANNER, CHECK_STATUSES, STATUSES, _d, _l, _round, _text
 
 
 def _fmt_mem(mib):
@@ -219,3 +219,27 @@ def _models(h):
     if not h["gpu_models"]:
         return "%d" % h["gpu_count"] if h["gpu_count"] else "none"
     return ", ".join("%d x %s" % (n, name) for name, n in sorted(h["gpu_models"].items(), key=lambda kv: str(kv[0])))
+
+
+BAD_HEADERS = ["host", "status", "provider", "action", "reasons"]
+SECURITY_HEADERS = ["host", "severity", "status", "finding", "fix gpufleet applies", "source"]
+
+
+def shared_context(s, listed, check_total):
+    """The template values the HTML page and the Markdown report share (the summary ``s``, its checklist hosts
+    ``listed`` of ``check_total``); each renderer adds its own host, GPU and checklist rows."""
+    remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
+    return {
+        "check_mode_banner": CHECK_MODE_BANNER if s.get("check_mode") else None,
+        "fleet_lines": _fleet_lines(s), "bad_headers": BAD_HEADERS, "drift": _drift_rows(s),
+        "checklist": bool(listed), "check_note": _CHECK_NOTE,
+        "check_count_headers": ["item"] + list(CHECK_STATUSES), "check_counts": _check_count_rows(s),
+        "check_listed": len(listed), "check_total": check_total,
+        "check_headers": ["host", "status"] + [label for _unused, label in CHECK_ITEMS],
+        "capacity_rules": _capacity_rules(),
+        "security_headers": SECURITY_HEADERS, "security": _security_rows(listed),
+        "gate_other_headers": _GATE_OTHER_HEADERS, "gate_other": _gate_other_rows(s),
+        "remediation_headers": _REMEDIATION_HEADERS,
+        "remediation": [[h["host"]] + _remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
+        "warnings": s["warnings"],
+    }

@@ -10,7 +10,7 @@ import hashlib
 
 from . import cells as _cells
 from . import pictures as _pictures
-from ._common import _EMPTY, CHECK_ITEMS, CHECK_MODE_BANNER, CHECK_STATUSES, STATUSES, _d, _l, _text
+from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
 from .jinja_env import get_template, trusted
 from .model import facts_time_text
 from .parallel import chunked
@@ -66,9 +66,7 @@ HTML_GPU_ROWS = 2000
 # Columns of the page's tables (the cells come from the row functions below, in this order).
 HOST_HEADERS = ["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS", "driver / CUDA", "source",
                 "facts read at", "reasons", "verdict"]
-BAD_HEADERS = ["host", "status", "provider", "action", "reasons"]
 DOCTOR_HEADERS = ["host", "code", "severity", "remedy class", "meaning", "remedy"]
-SECURITY_HEADERS = ["host", "severity", "status", "finding", "fix gpufleet applies", "source"]
 # Checklist cell status -> CSS class of the cell.
 _CHECK_CLS = {"fail": "fail", "ok": "pass", "unknown": "muted"}
 
@@ -142,27 +140,17 @@ def context(data):
     pick, gpu_total = _gpu_pick(s)
     listed, check_total = _cells._checklist_hosts(s)
     doctors = [(h, f) for h in s["hosts"] for f in _l(_d(h["doctor"]).get("findings")) if isinstance(f, dict)]
-    remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
-    return {
+    return dict(_cells.shared_context(s, listed, check_total), **{
         "csp": trusted(_csp()), "sort_script": trusted(SORT_SCRIPT),
-        "check_mode_banner": CHECK_MODE_BANNER if s.get("check_mode") else None,
         "generated_at": _text(s["generated_at"]), "one_line": one_line(s),
-        "fleet_lines": _cells._fleet_lines(s),
         "status_counts": [(k, t["hosts_by_status"].get(k, 0)) for k in STATUSES],
         "pictures": _pictures.pictures(s, listed, check_total),
         "bad_hosts": [(b["host"], b["simulated"], b["status"], _cells._provider_cell(b), b["action"],
                        b.get("return_action"), b["reasons"]) for b in s["bad_hosts"]],
-        "bad_headers": BAD_HEADERS,
-        "drift": _cells._drift_rows(s),
         "usual": (_text(t.get("usual_driver_version")), _text(t.get("usual_cuda_driver_version"))),
         "host_count": len(s["hosts"]), "host_headers": HOST_HEADERS,
         "host_rows": _host_rows(s["hosts"]),
-        "checklist": bool(listed), "check_note": _cells._CHECK_NOTE,
-        "check_count_headers": ["item"] + list(CHECK_STATUSES), "check_counts": _cells._check_count_rows(s),
-        "check_listed": len(listed), "check_total": check_total,
-        "check_headers": ["host", "status"] + [label for _unused, label in CHECK_ITEMS],
-        "check_rows": _checklist_rows(listed), "capacity_rules": _cells._capacity_rules(),
-        "security_headers": SECURITY_HEADERS, "security": _cells._security_rows(listed),
+        "check_rows": _checklist_rows(listed),
         "gpu_total": gpu_total, "gpu_listed": len(pick),
         "gpu_headers": ["host", "status"] + _cells._GPU_HEADERS + ["gate: %s" % x for x in tests],
         "gpu_rows": _gpu_rows(pick, tests),
@@ -170,11 +158,7 @@ def context(data):
         "doctors": [(h["host"], f.get("code"), f.get("severity"),
                      f.get("remedy_class") or ("fixable" if f.get("fixable") else None),
                      f.get("meaning") or f.get("message"), f.get("remedy")) for h, f in doctors],
-        "gate_other_headers": _cells._GATE_OTHER_HEADERS, "gate_other": _cells._gate_other_rows(s),
-        "remediation_headers": _cells._REMEDIATION_HEADERS,
-        "remediation": [[h["host"]] + _cells._remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
-        "warnings": s["warnings"],
-    }
+    })
 
 
 def iter_html(data):
