@@ -398,8 +398,8 @@ def _action(entry):
         return ACTION_RETURN if entry.get("provider_readiness") == "failed" else ACTION_CHECK
     if status == "no-gpu":
         return ACTION_RETURN
-    codes = {f.get("code") for f in entry["findings"] if f.get("severity") in _REASON_SEVERITIES}
-    if codes & PROVIDER_CODES or any(str(c).startswith("xid_") for c in codes):
+    if any(_finding_leads_to(f) == ACTION_RETURN for f in entry["findings"]
+           if f.get("severity") in _REASON_SEVERITIES):
         return ACTION_RETURN
     if any(g["passed"] is False for row in entry["gpus"] for g in row["gate"]):
         return ACTION_RETURN
