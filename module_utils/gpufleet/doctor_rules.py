@@ -221,10 +221,19 @@ def m_container_without_gpus(v):
 
 
 def m_nvidia_uvm_not_loaded(v):
+    nodes = v["device_nodes"]
+    if v.get("in_container") is True and nodes is not None:
+        # In a container the device nodes are the evidence: the runtime passes /dev/nvidia-uvm in with the GPUs
+        # (and loads nvidia_uvm on the machine first). GPU nodes without it: the container was started without
+        # it, whatever the machine's module list (read through /proc/modules, or not readable) says.
+        if not v["gpu_nodes"] or "/dev/nvidia-uvm" in nodes:
+            return None  # no GPU nodes at all is container_without_gpus
+        out = {"in_container": True, "missing": ["/dev/nvidia-uvm"], "device_nodes": sorted(nodes)}
+        if v["proc_modules_known"]:
+            out["modules"] = sorted(m for m in v["modules"] if m.startswith("nvidia"))
+        return out
     if not v["proc_modules_known"] or "nvidia" not in v["modules"] or "nvidia_uvm" in v["modules"]:
         return None
-    if v.get("in_container") and "/dev/nvidia-uvm" in (v["device_nodes"] or ()):
-        return None  # the host's module list is what a container sees; the node says uvm works
     return {"modules": sorted(m for m in v["modules"] if m.startswith("nvidia"))}
 
 
@@ -382,6 +391,15 @@ def host_side_in_container(v):
 
 
 host_side_in_container.doc = "provider in a container"
+
+
+def uvm_remedy_class(v):
+    """Remedy class of a missing nvidia_uvm: a container gets /dev/nvidia-uvm when it is started with its devices
+    (the runtime loads the module on the machine first), so it is restarted; elsewhere it is loaded here."""
+    return "restart_container" if v.get("in_container") else "fixable"
+
+
+uvm_remedy_class.doc = "restart_container in a container"
 
 
 def container_setting(v):
@@ -679,10 +697,12 @@ RULES = [
           source=REF + " section 2.2; fixtures nvidia_smi_text/error_nvml-driver-library-mismatch_*, "
                        "kernel_logs/*api-mismatch*"),
     _rule(code="nvidia_uvm_not_loaded", severity="critical", remedy_class="fixable", blocks_cuda=True,
-          match=m_nvidia_uvm_not_loaded, remedy_class_of=host_side_in_container,
-          meaning="The nvidia module is loaded but nvidia_uvm is not; CUDA needs it.",
-          remedy="modprobe nvidia-uvm (or nvidia-modprobe -u -c=0) and load it at boot; in a container the "
-                 "machine's owner (the provider) must do it.",
+          match=m_nvidia_uvm_not_loaded, remedy_class_of=uvm_remedy_class,
+          meaning="The nvidia module is loaded but nvidia_uvm is not, or (in a container) the GPU nodes are there "
+                  "but /dev/nvidia-uvm is not; CUDA needs it.",
+          remedy="modprobe nvidia-uvm (or nvidia-modprobe -u -c=0) and load it at boot; in a container, restart "
+                 "(or recreate) it with its devices (--gpus / the nvidia runtime pass /dev/nvidia-uvm in), or ask "
+                 "the provider to.",
           source=DESIGN + " (nvidia_uvm not loaded); " + REF + " section 2.1 (gpu-operator #2685)"),
     _rule(code="device_nodes_missing", severity="critical", remedy_class="fixable", blocks_cuda=True,
           match=m_device_nodes_missing,

@@ -553,7 +553,9 @@ def test_healthy_profiles_give_no_renter_finding(fakelib):
     out = sampled(fakelib, "h100-sxm-8x-nvswitch")
     # idle GPUs (1 MiB used, no process): the second look would find nothing, so the probe does not wait for it
     assert len(out["usage"]["samples"]) == 1 and out["usage"]["second_look"].startswith("skipped")
-    ev = {"in_container": True, "device_nodes": ["/dev/nvidia%d" % i for i in range(8)], "gpus": [],
+    # a healthy container's nodes: its GPUs, nvidiactl and nvidia-uvm (without it the uvm rule names the container)
+    ev = {"in_container": True, "gpus": [],
+          "device_nodes": ["/dev/nvidia%d" % i for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"],
           "gpu_state": out["state"], "gpu_usage": out["usage"], "nvml": doctor_probe.nvml_evidence(out["gpu_facts"]),
           "provider_claims": {"gpu_model": "H100 SXM"}, "expected_gpu_count": 8}
     r = doctor.diagnose(ev)
