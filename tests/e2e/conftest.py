@@ -4,7 +4,7 @@ The suite looks at what a renter finds after one site.yml run on the five demo h
 scripts/demo-fleet: the report's statuses and checklist, the hosts themselves over SSH (sshd's
 answer, the state folder, the exporter's textfile checked by promtool), Jupyter through an SSH
 tunnel with a real client, and a second site.yml run. It does not start the fleet: `make e2e`
-runs `make demo` first. Skipped unless named on the command line or GPUFLEET_E2E=1.
+runs `make demo` first. Left out of a run (deselected) unless named on the command line or GPUFLEET_E2E=1.
 """
 
 import shutil
@@ -20,6 +20,8 @@ sys.path.insert(0, str(HERE.parent / "fleet"))
 import demolib  # noqa: E402 - after the sys.path lines above
 import fleetlib  # noqa: E402
 
+from tests import skips  # noqa: E402
+
 
 def _asked_for(config):
     return fleetlib.asked_for(config, HERE, "GPUFLEET_E2E")
@@ -30,9 +32,7 @@ def pytest_collection_modifyitems(config, items):
     if not mine:
         return
     if not _asked_for(config):
-        skip = pytest.mark.skip(reason="the end-to-end suite needs the demo fleet: run it with make e2e")
-        for item in mine:
-            item.add_marker(skip)
+        skips.deselect(config, items, mine, "the end-to-end suite needs the demo fleet: run it with make e2e")
 
 
 @pytest.fixture(scope="session")

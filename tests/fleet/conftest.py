@@ -1,8 +1,9 @@
 """Fixtures of the reliability suites: real SSH container hosts, isolated ansible runs.
 
-These tests start containers and take minutes, so `pytest tests` (the fast inner loop) skips them;
-they run when tests/fleet is named on the command line (`make fleet-tests`) or with
-GPUFLEET_FLEET_TESTS=1.
+These tests start containers and take minutes, so `pytest tests` (the fast inner loop) leaves them out
+(deselected, and says so); they run when tests/fleet is named on the command line (`make fleet-tests`) or
+with GPUFLEET_FLEET_TESTS=1. Asked for on a machine without Docker or the test image, the run fails
+naming what is missing: it never reports the suite passed with its tests skipped.
 """
 
 import os
@@ -15,6 +16,8 @@ from pathlib import Path
 import fleetlib
 import pytest
 
+from tests import skips
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -26,9 +29,10 @@ def _docker_ready():
     if not shutil.which("docker"):
         return "docker is not installed"
     image = os.environ.get("GPUFLEET_FT_IMAGE", "gpufleet/debian:12")
-    res = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
+    res = subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True, check=False)
     if res.returncode != 0:
-        return "%s is missing (scripts/test-images 12)" % image
+        said = (res.stderr.strip().splitlines() or [""])[-1]
+        return "%s is missing (scripts/test-images 12)%s" % (image, ": docker says %r" % said if said else "")
     return None
 
 
@@ -37,14 +41,12 @@ def pytest_collection_modifyitems(config, items):
     if not mine:
         return
     if not _asked_for(config):
-        skip = pytest.mark.skip(reason="fleet tests start containers: run them with make fleet-tests")
-    else:
-        why = _docker_ready()
-        if not why:
-            return
-        skip = pytest.mark.skip(reason=why)
-    for item in mine:
-        item.add_marker(skip)
+        skips.deselect(config, items, mine, "fleet tests start containers: run them with make fleet-tests")
+        return
+    why = _docker_ready()
+    if why:
+        raise pytest.UsageError("the fleet tests cannot run: %s. make fleet-tests builds the image and starts "
+                                "Docker (scripts/test-images, scripts/lib.sh ensure_docker)" % why)
 
 
 @pytest.fixture(scope="session")
