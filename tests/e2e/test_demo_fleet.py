@@ -244,8 +244,15 @@ def second_run(report, tmp_path_factory):
 
 
 def test_second_run_changes_nothing_and_says_the_same(report, second_run):
+    # The run itself: ansible-playbook's exit status (0: no host failed or was unreachable) and runner's verdict,
+    # as AWX would show the job; make demo's first run had rc 0, so the second must too.
+    assert (second_run["rc"], second_run["status"]) == (0, "successful"), second_run["out"][-3000:]
     recap = {h: c for h, c in second_run["recap"].items() if h in report["hosts"]}
     assert len(recap) == len(report["hosts"]), second_run["out"][-3000:]
+    broken = {h: {k: c[k] for k in ("failed", "unreachable") if c[k]} for h, c in recap.items()
+              if c["failed"] or c["unreachable"]}
+    assert not broken, "second site.yml failed or lost hosts: %s\n%s" % (broken, second_run["out"][-3000:])
+    assert all(c["ok"] > 0 for c in recap.values()), recap
     changed = {h: c["changed"] for h, c in recap.items() if c["changed"]}
     assert not changed, "second site.yml changed hosts: %s\n%s" % (changed, "\n".join(second_run["changed_tasks"][:40]))
     before = {h: (e["status"], {k: v["status"] for k, v in (e.get("checklist") or {}).items()})
