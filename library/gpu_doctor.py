@@ -74,6 +74,12 @@ options:
       - C(0) takes one look only, which cannot tell another tenant from a job starting; that check is then off.
     type: int
     default: 3
+  cuda_pinned_version:
+    description:
+      - CUDA major.minor that C(/usr/local/cuda) must point at (the C(cuda_links) role's C(cuda_links_version)). The
+        doctor then judges the link against the pin, as the role sets it; empty, the highest toolkit the driver
+        supports (C(decision.toolkit) in the result).
+    type: str
   provider_claims:
     description:
       - What the provider's listing says of this host, compared with what NVML finds (finding
@@ -159,6 +165,14 @@ ansible_facts:
           description: Codes of the findings that software on this host can fix.
           type: list
           elements: str
+        decision:
+          description:
+            - What the fixes act on, decided once (module_utils/gpufleet/doctor.py C(decide)) - the driver's CUDA
+              version and where it was read (C(driver_cuda_version), C(driver_cuda_version_source)), the driver,
+              the GPUs' compute capabilities, the C(toolkit) C(/usr/local/cuda) should point at (root, version,
+              major_minor, rule, reasons; null with C(toolkit_why_none)) and C(cuda_link) (path, target, now,
+              right). The remediate role hands it to cuda_links and torch.
+          type: dict
         unknown:
           description: Evidence no rule could classify (what, evidence), kept raw.
           type: list
@@ -219,6 +233,7 @@ def main():
             nvidia_smi_path=dict(type="str", default="nvidia-smi"),
             login_user=dict(type="str"),
             sample_interval=dict(type="int", default=3),
+            cuda_pinned_version=dict(type="str"),
             provider_claims=dict(type="dict", options=dict(
                 provider=dict(type="str"), gpu_model=dict(type="str"), gpu_memory_mib=dict(type="int"),
                 driver_version=dict(type="str"), cuda_version=dict(type="str"))),
@@ -246,7 +261,7 @@ def main():
         nvml = doctor_probe.nvml_evidence(gpu)
         tk = cudatk.collect(cudatk.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
                             environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
-                            driver_cuda=nvml.get("cuda_driver_version"))
+                            pinned=p["cuda_pinned_version"] or None, driver_cuda=nvml.get("cuda_driver_version"))
         evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
                                        cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
                                        gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes,

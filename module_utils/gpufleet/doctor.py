@@ -57,7 +57,8 @@ never read as "absent"):
                          CPU torch, no driver and no /dev/nvidia* are normal and not findings.
 
 ``diagnose(evidence)`` returns ``{"status": "healthy"|"broken"|"degraded"|"unknown",
-"cuda_usable": bool|None, "findings": [...], "unknown": [...]}``; a finding is ``{code,
+"cuda_usable": bool|None, "findings": [...], "unknown": [...], "decision": {...}}`` (``decision``: what the
+fixes act on, see ``decide``); a finding is ``{code,
 severity, remedy_class, evidence, meaning, remedy}``; an unknown entry is ``{"what", "evidence"}``
 with the raw values no rule could classify. Nothing is guessed: evidence that fits no rule stays
 in ``unknown``.
@@ -65,6 +66,7 @@ in ``unknown``.
 
 import re
 
+from . import cudatk
 from . import doctor_rules as _doctor_rules
 from .doctor_rules import (
     CU_RESULTS,
@@ -183,7 +185,61 @@ def view(evidence):
     v["nvrm_messages"] = log.get("nvrm_messages") or []
     v["gpu_count"], v["gpu_count_source"] = count_gpus(ev, v)
     v["gpu_expected"] = gpu_expected(ev, v)
+    v["decision"] = decide(v)
     return v
+
+
+def driver_cuda_version(v):
+    """(version, source): the highest CUDA version the driver supports, however it was read.
+
+    NVML or nvidia-smi (gpu_facts, the doctor's own read), else what the cuda_toolkits facts were given, else the
+    "found version NNNNN" of torch's "driver too old" text. (None, None) when nothing said it.
+    """
+    nvml = v.get("nvml") or {}
+    if nvml.get("cuda_driver_version"):
+        return str(nvml["cuda_driver_version"]), nvml.get("source") or "nvml"
+    tk = v.get("cudatk") or {}
+    if tk.get("driver_cuda_version"):
+        return str(tk["driver_cuda_version"]), tk.get("driver_cuda_version_source") or "cuda_toolkits"
+    fv = found_version((v.get("torch_text_codes") or {}).get("driver_too_old"))
+    if fv is not None:
+        return cuda_from_int(fv), "torch text (found version %d)" % fv
+    return None, None
+
+
+def decide(v):
+    """What this host's fixes must act on, decided once from the doctor's view.
+
+    ``driver_cuda_version`` (and its source), the driver, the GPUs' compute capabilities, ``toolkit``: the toolkit
+    /usr/local/cuda should point at, chosen by ``cudatk.choose_target`` (the one function that chooses it, also
+    behind the cuda_toolkits facts) from the installed toolkits, the pin and this driver CUDA version, and
+    ``cuda_link``: the link and the target it should get. The remediate role hands these to the roles that act
+    (cuda_links, torch), so a diagnosis and its fix cannot disagree.
+    """
+    driver_cuda, source = driver_cuda_version(v)
+    tk = v.get("cudatk") or {}
+    toolkit, why_none = None, None
+    if tk.get("toolkits") is not None:
+        try:
+            toolkit = cudatk.choose_target(tk["toolkits"], pinned=tk.get("pinned_version"), driver_cuda=driver_cuda)
+        except cudatk.CudaTkError as exc:
+            why_none = exc.message
+    else:
+        toolkit = tk.get("chosen")
+    if toolkit is None and why_none is None:
+        why_none = "no CUDA toolkit is installed" if tk else "the CUDA layout was not read"
+    keep = ("root", "version", "major_minor", "kind", "rule", "reasons")
+    link = tk.get("cuda_symlink") or {}
+    return {
+        "driver_cuda_version": driver_cuda, "driver_cuda_version_source": source,
+        "driver_version": v.get("driver_version"),
+        "compute_capabilities": [g.get("compute_capability") for g in v.get("gpus") or ()
+                                 if g.get("compute_capability")],
+        "toolkit": {k: toolkit.get(k) for k in keep} if toolkit else None, "toolkit_why_none": why_none,
+        "cuda_link": {"path": cudatk.CUDA_LINK, "target": toolkit["root"] if toolkit else None,
+                      "now": link.get("resolved"), "right": None if not toolkit or not link
+                      else bool(link.get("exists")) and link.get("resolved") == toolkit["root"]},
+    }
 
 
 def count_gpus(evidence, v):
@@ -312,7 +368,7 @@ def diagnose(evidence):
     else:
         status = "healthy"
     return {"schema": SCHEMA, "status": status, "cuda_usable": cuda_usable, "gpu_expected": v["gpu_expected"],
-            "findings": findings, "unknown": unknown}
+            "findings": findings, "unknown": unknown, "decision": v["decision"]}
 
 
 def _md(text):

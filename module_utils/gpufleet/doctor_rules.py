@@ -301,10 +301,25 @@ def m_ld_library_path_shadowing(v):
 
 def m_cuda_link_wrong_target(v):
     tk = v.get("cudatk") or {}
+    link = tk.get("cuda_symlink") or {}
+    want = (v.get("decision") or {}).get("toolkit")
+    chosen = tk.get("chosen") or {}
+    if want and want.get("root") != chosen.get("root"):
+        # The decision read the driver's CUDA version where the layout facts had none (or another): the link is
+        # judged against the decision, the one the fix is handed.
+        if link.get("dangling"):
+            problem, message = "cuda_link_dangling", "%s -> %s points at nothing; it should point at %s" % (
+                link.get("path"), link.get("target"), want["root"])
+        elif link.get("is_link") and link.get("exists") and link.get("resolved") != want["root"]:
+            problem, message = "cuda_link_wrong_target", "%s resolves to %s; it should point at %s (CUDA %s)" % (
+                link.get("path"), link.get("resolved"), want["root"], want.get("version"))
+        else:
+            return None
+        return {"problem": problem, "message": message, "target": link.get("target"),
+                "resolved": link.get("resolved"), "expected": want["root"]}
     probs = [p for p in tk.get("problems", ()) if p.get("code") in ("cuda_link_wrong_target", "cuda_link_dangling")]
     if not probs:
         return None
-    link = tk.get("cuda_symlink") or {}
     return {"problem": probs[0]["code"], "message": probs[0].get("message"), "target": link.get("target"),
             "resolved": link.get("resolved"), "expected": probs[0].get("expected")}
 

@@ -59,9 +59,69 @@ def remediate_plan(doctor, codes=None, only_when_unusable=True, allow_reboot=Fal
     return plan
 
 
-def remediate_plan_lines(plan):
-    """One line per planned fix, for people: "would fix CODE by HOW"."""
-    lines = ["would fix %s by %s" % (i["code"], i["how"]) for i in plan.get("items", ())] if plan.get("act") else []
+def _major_minor(version):
+    parts = str(version or "").split(".")
+    return "%s.%s" % (parts[0], parts[1]) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else ""
+
+
+def remediate_handoff(doctor):
+    """What the doctor decided (its ``decision``), as the inputs of the roles that act on it.
+
+    ``cuda_links_version``: the toolkit /usr/local/cuda must point at (major.minor; cuda_links pins it, so its own
+    choice is the doctor's); ``cuda_links_driver_cuda_version``: the driver's CUDA version however the doctor read it
+    (NVML where only NVML answers); ``driver_version`` and ``compute_capabilities``: what the torch build is solved
+    for. Empty strings where the doctor decided nothing (the role then decides as it always does).
+    """
+    d = (doctor or {}).get("decision") or {}
+    tk = d.get("toolkit") or {}
+    return {"cuda_links_version": _major_minor(tk.get("major_minor")),
+            "cuda_links_driver_cuda_version": _major_minor(d.get("driver_cuda_version")),
+            "cuda_link_target": tk.get("root") or "",
+            "driver_version": str(d.get("driver_version") or ""),
+            "compute_capabilities": [str(c) for c in d.get("compute_capabilities") or () if c]}
+
+
+def remediate_details(doctor, torch_pick=None, torch_source=None):
+    """What each planned fix group would do on this host, in words naming the exact target: group -> text.
+
+    links: the target the doctor decided for /usr/local/cuda (what cuda_links is handed); torch: the build the
+    solver picked (``torch_pick``, the registered torch_variant result: ``torch==2.5.1+cu121``), or why none fits.
+    """
+    d = (doctor or {}).get("decision") or {}
+    out = {}
+    tk = d.get("toolkit")
+    if tk:
+        driver = d.get("driver_cuda_version")
+        out["links"] = "point /usr/local/cuda at %s (CUDA %s, %s%s)" % (
+            tk.get("root"), tk.get("version") or tk.get("major_minor"), tk.get("rule"),
+            ": the driver supports CUDA %s, read by %s" % (driver, d.get("driver_cuda_version_source"))
+            if driver else ": the driver's CUDA version is unknown")
+    elif d.get("toolkit_why_none"):
+        out["links"] = "leave /usr/local/cuda as it is (%s)" % d["toolkit_why_none"]
+    pick = torch_pick or {}
+    selection = (pick.get("ansible_facts") or {}).get("torch_selection") or {}
+    if pick.get("failed"):
+        out["torch"] = "install no torch build: %s" % (pick.get("msg") or "the solver found none for this host")
+    elif selection.get("requirement"):
+        out["torch"] = "install %s from %s" % (
+            selection["requirement"], torch_source or selection.get("index_url") or "the wheelhouse")
+    return out
+
+
+def remediate_torch_variant(torch_pick, default="auto"):
+    """The variant the torch role is handed: the one the solver picked in diagnose (``torch_pick``, the registered
+    torch_variant result), else ``default`` (remediate_torch_cuda_variant) when it picked none."""
+    pick = torch_pick or {}
+    selection = (pick.get("ansible_facts") or {}).get("torch_selection") or {}
+    return selection.get("variant") if selection.get("variant") and not pick.get("failed") else default
+
+
+def remediate_plan_lines(plan, details=None):
+    """One line per planned fix, for people: "would fix CODE by HOW: WHAT" (WHAT: the exact target, from
+    ``remediate_details``)."""
+    details = details or {}
+    lines = ["would fix %s by %s%s" % (i["code"], i["how"], (": " + details[i["group"]]) if details.get(i["group"])
+                                       else "") for i in plan.get("items", ())] if plan.get("act") else []
     if plan.get("reboot_now"):
         lines.append("would reboot for %s" % ", ".join(plan["reboot"]))
     if plan.get("why_not"):
@@ -152,7 +212,29 @@ def remediate_record(before, after, plan, failures=None, check_mode=False, plann
     return record
 
 
+OUTCOME_KEYS = ("state", "fixed", "still_broken", "needs_provider", "needs_reboot", "needs_restart", "planned",
+                "not_automated")
+
+
+def remediate_outcome(record):
+    """The outcome of a record, without its words: the state and the codes in each list. A failure's text (a pip
+    log's temporary paths, a command's timing) differs from run to run; the outcome does not."""
+    record = record or {}
+    out = {"state": record.get("state")}
+    for key in OUTCOME_KEYS[1:]:
+        out[key] = sorted(str(e.get("code") if isinstance(e, dict) else e) for e in record.get(key) or ())
+    return out
+
+
+def remediate_record_changed(previous, record):
+    """Whether ``record`` says something ``previous`` (the last-action.json of an earlier run, None when there is
+    none) did not: only then is it written, so a remediation whose outcome did not change reports changed=0."""
+    return not previous or remediate_outcome(previous) != remediate_outcome(record)
+
+
 class FilterModule:
     def filters(self):
         return {"remediate_plan": remediate_plan, "remediate_plan_lines": remediate_plan_lines,
-                "remediate_record": remediate_record}
+                "remediate_record": remediate_record, "remediate_handoff": remediate_handoff,
+                "remediate_details": remediate_details, "remediate_record_changed": remediate_record_changed,
+                "remediate_torch_variant": remediate_torch_variant}
