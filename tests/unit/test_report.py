@@ -209,7 +209,9 @@ def test_doctor_findings_escalate_and_choose_the_action(results):
     entry = report.summarize([l40s], now=NOW)["hosts"][0]
     assert entry["status"] == "failed"
     assert entry["action"] == report.ACTION_FIX
-    assert "doctor: torch 2.3.1+cpu is a CPU-only wheel (remedy: install the cu121 wheel)" in entry["reasons"]
+    assert "doctor: torch 2.3.1+cpu is a CPU-only wheel" in entry["reasons"]  # the remedy: in "what to do"
+    (group,) = report.summarize([l40s], now=NOW)["what_to_do"]
+    assert group["action"] == report.ACTION_FIX and group["items"][0]["remedy"] == "install the cu121 wheel"
     l40s["doctor"]["findings"][0].update(code="container_without_gpus", fixable=False)
     assert report.summarize([l40s], now=NOW)["hosts"][0]["action"] == report.ACTION_RETURN
 

@@ -42,7 +42,9 @@ def test_provider_findings_fail_the_host_and_send_it_back(summary):
     bad = next(h for h in summary["hosts"] if h["host"] == "bad-host")
     assert bad["status"] == "failed" and bad["action"] == report.ACTION_RETURN
     assert any("fallen off the PCIe bus" in r for r in bad["reasons"])
-    assert "evidence" not in bad["doctor"]["findings"][0]  # the raw evidence stays in the fact cache
+    assert bad["doctor"]["findings"][0]["evidence"] == {"xid_counts": {"79": 1}}  # fleet.json keeps the evidence
+    (xid,) = [f for f in bad["judgement"] if f["code"] == "xid_79_fallen_off_bus"]
+    assert xid["evidence"] == {"xid_counts": {"79": 1}} and xid["action"] == report.ACTION_RETURN
 
 
 def test_remediation_outcome_is_in_every_format(summary, tmp_path):
@@ -119,14 +121,22 @@ def test_the_verdict_says_what_to_do_and_why_worst_first():
                           _result("good-host", None)])
     v = {h["host"]: h["verdict"] for h in s["hosts"]}
     assert v["good-host"] == "keep"
-    # what gpufleet will do, then the evidence: the critical finding before the warning
-    assert v["fix-host"] == ("fix here: gpufleet's remediate play will drop the stale LD_LIBRARY_PATH entry; load "
-                             "nvidia_uvm with nvidia-modprobe -u -c=0; evidence: doctor: nvidia_uvm is not loaded "
-                             "(remedy: load nvidia_uvm with nvidia-modprobe -u -c=0); doctor: LD_LIBRARY_PATH puts an "
-                             "old libcudart first (remedy: drop the stale LD_LIBRARY_PATH entry)")
-    assert v["restart-host"].startswith("restart the container: doctor: the container's pids.max is 512")
-    assert v["reboot-host"].startswith("reboot: doctor: the loaded kernel module")
-    assert v["bad-host"].startswith("return to provider: doctor: A GPU has fallen off the PCIe bus (Xid 79)")
+    # the action and the worst evidence (the critical finding before the warning), the rest counted
+    assert v["fix-host"] == "fix here: nvidia_uvm is not loaded (+1 more)"
+    assert v["restart-host"] == "restart the container: the container's pids.max is 512"
+    assert v["reboot-host"] == "reboot: the loaded kernel module and the user-space driver differ"
+    assert v["bad-host"] == "return to provider: Xid 79 (GPU fell off the bus): 79 x1"
+    # the remedies and the commands are in the "what to do" section, grouped by action, worst first
+    todo = {g["action"]: g for g in s["what_to_do"]}
+    assert [g["action"] for g in s["what_to_do"]] == [report.ACTION_RETURN, report.ACTION_RESTART,
+                                                      report.ACTION_REBOOT, report.ACTION_FIX]
+    fix = todo[report.ACTION_FIX]
+    assert fix["hosts"] == ["fix-host"] and fix["command"].startswith("ansible-playbook playbooks/remediate.yml")
+    assert "--limit fix-host" in fix["command"]
+    assert {i["code"]: i["remedy"] for i in fix["items"]} == {
+        "nvidia_uvm_not_loaded": "load nvidia_uvm with nvidia-modprobe -u -c=0",
+        "ld_library_path_shadowing": "drop the stale LD_LIBRARY_PATH entry"}
+    assert todo[report.ACTION_RETURN]["command"].startswith("ansible-playbook playbooks/return.yml")
     assert {b["host"]: b["verdict"] for b in s["bad_hosts"]} == {h: v[h] for h in v if h != "good-host"}
     assert all("\n" not in x for x in v.values())
 
@@ -144,24 +154,28 @@ def test_the_verdict_names_three_reasons_then_counts_and_ends_with_the_return_ac
     assert riser["reasons"][1].startswith("GPU 0: PCIe link x4")
     assert v["gpu-4090-03"].startswith("return to provider: GPU 0: gate h2d_bandwidth failed (25% of peak)")
     a100 = next(h for h in s["hosts"] if h["host"] == "gpu-a100-02")
-    assert v["gpu-a100-02"].endswith("(+%d more)" % (len(a100["reasons"]) - 3 - 2))  # 2 drift lines are info
+    faults = [f for f in a100["judgement"] if f["outranked_by"] is None and f["severity"] != "info"]
+    assert v["gpu-a100-02"].endswith("(+%d more)" % (len(faults) - 1))  # the drift lines are info
     assert v["gpu-never-08"] == "check access / rerun: no result (host not reached)"
-    # a provider's box: the verdict ends with what the provider offers
+    assert all(len(x) <= report.VERDICT_MAX for x in v.values())
+    # a provider's box: the provider's return action is in the "what to do" section, not the verdict
     box = dict(_result("vast-box", DOCTOR_PROVIDER), provider="vastai", provider_id="1234")
-    (h,) = report.summarize([box])["hosts"]
-    assert h["return_action"] and h["verdict"].endswith("; then " + h["return_action"])
+    s = report.summarize([box])
+    (h,) = s["hosts"]
+    assert h["return_action"] and h["return_action"] not in h["verdict"]
+    assert s["what_to_do"][0]["return_actions"] == [h["return_action"]]
 
 
 def test_the_verdict_is_in_the_host_tables_and_the_csv(summary):
     md = report.to_markdown(summary)
     assert "| facts read at | reasons | verdict |" in md
-    assert "| return to provider: doctor: A GPU has fallen off the PCIe bus (Xid 79) (remedy: Needs a host" in md
+    assert "| return to provider: Xid 79 (GPU fell off the bus): 79 x1 |" in md
     page = report.to_html(summary)
     assert '<th>reasons</th><th>verdict</th>' in page
-    assert '<td class="verdict">return to provider: doctor: A GPU has fallen off the PCIe bus' in page
+    assert '<td class="verdict">return to provider: Xid 79 (GPU fell off the bus): 79 x1</td>' in page
     csv_text = report.to_csv(summary)
     assert csv_text.splitlines()[0].split(",")[-13:-11] == ["host_reasons", "verdict"]
-    assert "return to provider: doctor: A GPU has fallen off the PCIe bus" in csv_text
+    assert "return to provider: Xid 79 (GPU fell off the bus): 79 x1" in csv_text
 
 
 DOCTOR_LOST = {
@@ -194,5 +208,5 @@ def test_the_verdict_gives_the_evidence_for_its_action_first():
          "meaning": "Someone else is on this GPU", "remedy": "Ask the provider to clear the GPU"}]}
     host = report.summarize([_result("shared-box", doctor)])["hosts"][0]
     assert host["action"] == report.ACTION_RETURN
-    assert host["verdict"].startswith("return to provider: doctor: Someone else is on this GPU")
+    assert host["verdict"] == "return to provider: Someone else is on this GPU (+1 more)"
     assert host["reasons"][0].startswith("doctor: Someone else")  # the reasons in the verdict's order

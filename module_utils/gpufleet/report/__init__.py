@@ -37,6 +37,8 @@ function (render_html.py / render_markdown.py, GPU cells in cells.py ``_gpu_cell
 the cells, so they need no edit. Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
 """
 
+from ..judgement import KEEP as VERDICT_KEEP  # noqa: F401
+from ..judgement import VERDICT_MAX, verdict, what_to_do  # noqa: F401
 from ._common import (  # noqa: F401 - the package's public names
     _REASON_SEVERITIES,
     ACTION_CHECK,
@@ -61,13 +63,7 @@ from ._common import (  # noqa: F401 - the package's public names
 from .cells import CHECKLIST_ROWS, _checklist_hosts  # noqa: F401
 from .jinja_env import ReportTemplateError  # noqa: F401
 from .load import iter_results, load_results, read_hosts_file, split_bundle  # noqa: F401
-from .model import (  # noqa: F401
-    VERDICT_KEEP,
-    _finding_text,
-    _measured_tflops,
-    facts_time_text,
-    verdict,
-)
+from .model import _finding_text, _measured_tflops, decide, facts_time_text  # noqa: F401
 from .parallel import PARALLEL_MIN_FILES, PARALLEL_MIN_ROWS, ReportWriteError  # noqa: F401
 from .prometheus import PROMETHEUS_METRICS, _host_gate, iter_prometheus, prom_escape, to_prometheus  # noqa: F401
 from .render_csv import csv_rows, iter_csv, to_csv  # noqa: F401

@@ -5,6 +5,7 @@ import math
 
 from .. import audit as _audit
 from .. import history as _history
+from .. import judgement as _judgement
 
 SCHEMA = 1
 
@@ -28,11 +29,12 @@ NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"
 # wrote the host's record (the facts may be older: a fact cache), else none.
 FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
 
-ACTION_RETURN = "return to provider"
-ACTION_FIX = "fix here"
-ACTION_CHECK = "check access / rerun"
-ACTION_RESTART = "restart the container"
-ACTION_REBOOT = "reboot"
+# The host actions (module_utils/gpufleet/judgement.py decides which one a host gets).
+ACTION_RETURN = _judgement.ACTION_RETURN
+ACTION_FIX = _judgement.ACTION_FIX
+ACTION_CHECK = _judgement.ACTION_CHECK
+ACTION_RESTART = _judgement.ACTION_RESTART
+ACTION_REBOOT = _judgement.ACTION_REBOOT
 
 # Said in every rendering of a report written by an ``ansible-playbook --check`` run.
 CHECK_MODE_BANNER = ("This report was written by a --check run: it shows what the run would do, "

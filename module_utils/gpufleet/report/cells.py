@@ -241,5 +241,25 @@ def shared_context(s, listed, check_total):
         "gate_other_headers": _GATE_OTHER_HEADERS, "gate_other": _gate_other_rows(s),
         "remediation_headers": _REMEDIATION_HEADERS,
         "remediation": [[h["host"]] + _remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
-        "warnings": s["warnings"],
+        "warnings": s["warnings"], "what_to_do": _what_to_do(s),
     }
+
+
+def _what_to_do(s):
+    """The "what to do" groups (judgement.what_to_do) as text: action, command, hosts, the provider's return
+    actions, and per finding its code, meaning, remedy and hosts."""
+    return [{"action": g["action"], "command": _text(g["command"]), "hosts": _names(g["hosts"]),
+             "return_actions": [_text(r) for r in (g.get("return_actions") or ())[:_TODO_NAMES]],
+             "items": [[_text(i["code"]), _text(i["meaning"]), _text(i["remedy"]) or "-", _names(i["hosts"])]
+                       for i in g["items"][:_TODO_ITEMS]]}
+            for g in _l(s.get("what_to_do")) if isinstance(g, dict)]
+
+
+# The page names this many hosts per group or finding, and this many findings per group; fleet.json has all.
+_TODO_NAMES = 20
+_TODO_ITEMS = 30
+
+
+def _names(names):
+    shown = ", ".join(_text(n) for n in names[:_TODO_NAMES])
+    return shown + (" and %d more" % (len(names) - _TODO_NAMES) if len(names) > _TODO_NAMES else "")

@@ -2,16 +2,16 @@
 
 ``host_summary(result)`` is the host row of fleet.json (docs/schema/fleet.schema.json, ``$defs/host``), with
 one row per GPU (``$defs/gpu``). A row holds text and numbers only, never the raw result, so the renderers
-read nothing else. Every reason is said with a severity rank (``say``), so that the host's one-line
-``verdict`` (``verdict``) can give its evidence worst first.
+read nothing else. The evidence becomes findings (``judgement``, module_utils/gpufleet/judgement.py), and
+``decide`` turns them into the host's status, action, verdict and reasons: nothing here sets those.
 """
 
 from .. import audit as _audit
 from .. import features as _features
+from .. import judgement as _judgement
 from .. import providers as _providers
 from ._common import (
     _EMPTY,
-    _RANK,
     _REASON_SEVERITIES,
     ACTION_CHECK,
     ACTION_FIX,
@@ -29,6 +29,8 @@ from ._common import (
     _round,
     _text,
 )
+
+_finding = _judgement.finding
 
 
 def _spec(gpu):
@@ -180,19 +182,23 @@ def _checklist(result):
     return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _unused in CHECK_ITEMS}
 
 
-def _escalate(status, to):
-    if status in _RANK and _RANK[to] > _RANK[status]:
-        return to
-    return status
-
-
 def _host_summary(result):
     entry = _host_entry(result)
-    entry["action"] = _action(entry)
-    if entry["action"] == ACTION_RETURN and entry["provider_id"] is not None:
+    decide(entry)
+    entry["checklist"] = _checklist(result)
+    return entry
+
+
+def decide(entry):
+    """The host's status, action, verdict and reasons from its findings (``entry["judgement"]``), decided by
+    judgement.decide; the provider's return action for a box to return. Called once the host's own evidence is
+    in (here) and again by the summary when the fleet-level evidence (history, drift) adds findings."""
+    got = _judgement.decide(entry["judgement"], listing_failed=entry.get("provider_readiness") == "failed")
+    entry["status"], entry["action"], entry["verdict"] = got["status"], got["action"], got["verdict"]
+    entry["reasons"] = [f["reason"] for f in got["findings"] if f["outranked_by"] is None]
+    if entry["action"] == ACTION_RETURN and entry.get("provider_id") is not None and not entry.get("return_action"):
         entry["return_action"] = _providers.return_action(entry["provider"], entry["provider_id"],
                                                           entry["provider_machine_id"])
-    entry["checklist"] = _checklist(result)
     return entry
 
 
@@ -219,23 +225,26 @@ def _host_entry(result):
         "cuda_driver_version": facts.get("cuda_driver_version"), "error_code": facts.get("error_code"),
         "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
         "measured_tflops": None, "findings": [], "gpus": [], "gate": isinstance(result.get("gate"), list),
-        "gate_other": [], "doctor": None, "action": None, "warnings": [], "verdict": None, "_ranks": [],
+        "gate_other": [], "doctor": None, "action": None, "warnings": [], "verdict": None, "judgement": [],
     }
+    found = entry["judgement"].append
     entry["facts_read_at"], entry["facts_read_at_source"] = _facts_time(result, facts)
     if result.get("not_in_inventory"):
         entry["warnings"].append("result file for a host that is not in the given inventory")
     if result.get("load_error"):
-        say(entry, ERROR, "result file unreadable: %s" % result["load_error"])
+        found(_finding("run", "result_unreadable", "error", "result file unreadable: %s" % result["load_error"],
+                       status="unknown"))
         return entry
     if reachable is False:
-        entry["status"] = "unreachable"
-        say(entry, CRITICAL, _text(result.get("reason")) or "unreachable (no reason given)")
+        found(_finding("run", "unreachable", "critical", _text(result.get("reason")) or "unreachable (no reason given)",
+                       status="unreachable"))
         return entry
     if failed is True:
-        entry["status"] = "failed"
-        say(entry, CRITICAL, "playbook failed: %s" % (_text(result.get("reason")) or "no reason given"))
+        found(_finding("run", "playbook_failed", "critical",
+                       "playbook failed: %s" % (_text(result.get("reason")) or "no reason given")))
     elif reachable is not True and not facts:
-        say(entry, UNKNOWN, _text(result.get("reason")) or "no reachability and no GPU facts in the result")
+        found(_finding("run", "no_result", "unknown",
+                       _text(result.get("reason")) or "no reachability and no GPU facts in the result"))
         return entry
 
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
@@ -244,8 +253,8 @@ def _host_entry(result):
         entry["findings"] = findings
     else:
         health_status, findings = "unknown", []
-        if entry["status"] != "failed":
-            say(entry, UNKNOWN, "no GPU facts in the result")
+        if failed is not True:
+            found(_finding("run", "no_gpu_facts", "unknown", "no GPU facts in the result"))
     gate_by_index = _gate_by_index(result.get("gate"))
     gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in findings if f.get("gpu_index") is not None]
     rows = entry["gpus"]
@@ -287,32 +296,32 @@ def _host_entry(result):
         if health_status in ("ok", "degraded"):
             health_status = "failed"
 
-    if entry["status"] == "failed":
-        pass
-    elif cpu_host:
-        entry["status"] = "ok"  # a CPU host by intent (gpufleet_expected_gpu_count: 0): no GPU is missing
-    elif facts and not gpus and entry["gpu_count"] == 0 and health_status != "unknown":
-        entry["status"] = "no-gpu"
+    if failed is not True and not cpu_host and facts and not gpus and entry["gpu_count"] == 0 \
+            and health_status != "unknown":
         what = facts.get("error") or "no GPU visible to %s" % (facts.get("source") or "the facts module")
         code = facts.get("error_code")
-        say(entry, CRITICAL, "no GPU: %s%s" % ("%s: " % code if code else "", what), ACTION_RETURN)
-    elif facts:
-        entry["status"] = health_status
-        if health_status == "unknown" and facts.get("error") and not any(
-                f.get("severity") in _REASON_SEVERITIES for f in findings):
-            say(entry, UNKNOWN, "GPU facts unavailable: %s" % facts["error"])
+        found(_finding("facts", "no_gpu", "critical", "no GPU: %s%s" % ("%s: " % code if code else "", what),
+                       status="no-gpu", action=ACTION_RETURN, evidence={"error_code": code, "error": facts.get("error"),
+                                                                        "source": facts.get("source")}))
+    elif facts and not cpu_host and health_status == "unknown" and facts.get("error") and not any(
+            f.get("severity") in _REASON_SEVERITIES for f in findings):
+        found(_finding("facts", "gpu_facts_unavailable", "unknown", "GPU facts unavailable: %s" % facts["error"],
+                       evidence={"error_code": facts.get("error_code")}))
     for f in findings:
-        if f.get("severity") in _REASON_SEVERITIES and entry["status"] != "no-gpu":
-            say(entry, _severity_rank(f.get("severity")), _finding_text(f), _finding_leads_to(f))
+        if f.get("severity") in _REASON_SEVERITIES:
+            found(_finding("health", f.get("code"), f.get("severity"), _finding_text(f), action=_finding_leads_to(f),
+                           gpu_index=f.get("gpu_index"),
+                           evidence={k: v for k, v in f.items() if k not in ("code", "severity", "message")}))
 
     # Gate: a GPU below its threshold flags the host.
     for row in rows:
         for g in row["gate"]:
             if g["passed"] is False:
-                entry["status"] = _escalate(entry["status"], "degraded")
                 frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
-                say(entry, ERROR, "GPU %s: gate %s failed%s%s" % (
-                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""), ACTION_RETURN)
+                found(_finding("gate", "gate_failed", "error", "GPU %s: gate %s failed%s%s" % (
+                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""),
+                    status="degraded", action=ACTION_RETURN, gpu_index=row["index"],
+                    evidence={k: g[k] for k in ("test", "measured", "expected", "unit", "fraction_of_peak")}))
 
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
@@ -322,20 +331,17 @@ def _host_entry(result):
         entry["doctor"] = {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
                            "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
         if doctor.get("status") not in ("ok", "fixed", "healthy"):
+            # The doctor ran on the host: its findings are evidence even where no GPU facts were read.
             for f in dfind:
                 sev = f.get("severity")
-                # The doctor ran on the host: its findings are evidence even where no GPU facts were read
-                # (a run without gpu_facts), so they settle an unknown status too.
-                status = "ok" if entry["status"] == "unknown" else entry["status"]
-                if sev in ("critical", "error"):
-                    entry["status"] = _escalate(status, "failed")
-                elif sev == "warning":
-                    entry["status"] = _escalate(status, "degraded")
-                else:
+                if sev not in ("critical", "error", "warning"):
                     continue
-                say(entry, _severity_rank(sev), "doctor: %s%s" % (
-                    _text(f.get("meaning") or f.get("message") or f.get("code")),
-                    " (remedy: %s)" % _text(f.get("remedy")) if f.get("remedy") else ""), _doctor_leads_to(f))
+                meaning = _text(f.get("meaning") or f.get("message") or f.get("code"))
+                found(_finding("doctor", f.get("code"), sev,
+                               _judgement.brief(f.get("code"), f.get("evidence"), meaning),
+                               reason="doctor: %s" % meaning, action=_doctor_leads_to(f),
+                               evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
+                               meaning=meaning, remedy=_text(f.get("remedy")) or None))
     return entry
 
 
@@ -367,7 +373,7 @@ def facts_time_text(h):
 
 
 # What the report keeps of a doctor finding (its evidence stays in the fact cache).
-_DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable")
+_DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable", "evidence")
 
 
 def _finding_leads_to(finding):
@@ -389,135 +395,22 @@ def _doctor_leads_to(finding):
     return ACTION_FIX if finding.get("fixable") is True else None
 
 
-def _action(entry):
-    status = entry["status"]
-    if status == "ok":
-        return None
-    if status in ("unreachable", "unknown"):
-        # The provider itself lists the box as failed (an inventory plugin's gpufleet_readiness): give it back.
-        return ACTION_RETURN if entry.get("provider_readiness") == "failed" else ACTION_CHECK
-    if status == "no-gpu":
-        return ACTION_RETURN
-    if any(_finding_leads_to(f) == ACTION_RETURN for f in entry["findings"]
-           if f.get("severity") in _REASON_SEVERITIES):
-        return ACTION_RETURN
-    if any(g["passed"] is False for row in entry["gpus"] for g in row["gate"]):
-        return ACTION_RETURN
-    doctor = [f for f in _l(_d(entry.get("doctor")).get("findings")) if isinstance(f, dict)]
-    if any(f.get("remedy_class") == "provider" for f in doctor):
-        return ACTION_RETURN
-    # What the renter does, not gpufleet: restart the container (provider's console or API), or reboot a VM.
-    for action in (ACTION_RESTART, ACTION_REBOOT):
-        if any(_REMEDY_ACTION.get(f.get("remedy_class")) == action and f.get("severity") in _REASON_SEVERITIES
-               for f in doctor):
-            return action
-    if any(f.get("fixable") is False for f in doctor):
-        return ACTION_RETURN
-    return ACTION_FIX
-
-
 def _safe_host_summary(r):
     try:
         return _host_summary(r)
     except Exception as exc:  # defensive: one odd result must not sink the fleet report
-        return {
-            "host": str(r.get("host")), "status": "unknown", "simulated": False,
-            "reasons": ["report could not read this result: %r" % exc], "provider": r.get("provider"),
+        entry = {
+            "host": str(r.get("host")), "status": "unknown", "simulated": False, "reasons": [],
+            "provider": r.get("provider"),
             "price_per_hour": _num(r.get("price_per_hour")), "reachable": r.get("reachable"),
             "collected_at": r.get("collected_at"), "facts_read_at": None, "facts_read_at_source": None,
-            "source": None, "driver_version": None,
+            "source": None, "driver_version": None, "provider_id": None, "provider_machine_id": None,
+            "provider_readiness": None, "return_action": None,
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
             "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
-            "checklist": _checklist({}), "verdict": None, "_ranks": [(ERROR, None)],
+            "checklist": _checklist({}), "verdict": None,
+            "judgement": [_finding("run", "result_unreadable", "error", "report could not read this result: %r" % exc,
+                                   status="unknown")],
         }
-
-
-# --------------------------------------------------------------------------- the verdict
-# Severity rank of a reason: the verdict gives its evidence in this order, worst first.
-CRITICAL, ERROR, WARNING, UNKNOWN, INFO = range(5)
-_SEVERITY_RANK = {"critical": CRITICAL, "error": ERROR, "warning": WARNING, "unknown": UNKNOWN, "info": INFO}
-# The verdict names this many reasons, then counts the rest (every reason stays in ``reasons``).
-VERDICT_REASONS = 3
-VERDICT_KEEP = "keep"
-# What gpufleet does about a host whose action is "fix here" (playbooks/remediate.yml, roles/remediate).
-FIX_BY = "gpufleet's remediate play"
-
-
-def _severity_rank(severity):
-    return _SEVERITY_RANK.get(severity, UNKNOWN)
-
-
-def say(entry, rank, text, leads_to=None):
-    """Add the reason ``text`` to the host row, with its severity rank (``CRITICAL`` .. ``INFO``) and the
-    action it calls for (``ACTION_RETURN``, ``ACTION_RESTART``, ...; None: it calls for none by itself)."""
-    entry["reasons"].append(text)
-    ranks = entry.get("_ranks")
-    if isinstance(ranks, list):
-        ranks.append((rank, leads_to))
-
-
-def _ordered(h):
-    """(rank, leads_to, reason) of the host: first the reasons that call for the host's action (the evidence
-    for it), then the others, each part worst first; reasons said without a rank count as warnings."""
-    reasons = h.get("reasons") or []
-    ranks = h.get("_ranks") or []
-    action = h.get("action")
-    triples = [ranks[i] + (r,) if i < len(ranks) else (WARNING, None, r) for i, r in enumerate(reasons)]
-    triples.sort(key=lambda t: (action is None or t[1] != action, t[0]))  # stable: same key, said order
-    return triples
-
-
-def _ranked_reasons(h):
-    return [(t[0], t[2]) for t in _ordered(h)]
-
-
-def order_reasons(h):
-    """Put the host's reasons in the order its verdict gives them (``_ordered``), once its action is known."""
-    triples = _ordered(h)
-    h["reasons"] = [t[2] for t in triples]
-    if isinstance(h.get("_ranks"), list):
-        h["_ranks"] = [t[:2] for t in triples]
-
-
-def _listing(texts):
-    shown = texts[:VERDICT_REASONS]
-    more = len(texts) - len(shown)
-    return "; ".join(_text(t) for t in shown) + (" (+%d more)" % more if more > 0 else "")
-
-
-def _fixes(h):
-    """The remedies gpufleet applies on this host: its doctor findings that software can fix."""
-    out = []
-    for f in _l(_d(h.get("doctor")).get("findings")):
-        if not isinstance(f, dict) or f.get("severity") not in _REASON_SEVERITIES:
-            continue
-        if f.get("remedy_class") == "fixable" or (f.get("fixable") is True and not f.get("remedy_class")):
-            text = _text(f.get("remedy") or f.get("meaning") or f.get("code"))
-            if text and text not in out:
-                out.append(text)
-    return out
-
-
-def verdict(h):
-    """The host's verdict as one line a renter acts on: keep / fix here (what gpufleet will do) / restart the
-    container / reboot / return to provider (with the evidence) / check access, reasons worst first."""
-    return " ".join(_verdict_text(h).split())  # one line, whatever the host's texts hold
-
-
-def _verdict_text(h):
-    action = h.get("action")
-    ranked = _ranked_reasons(h)
-    faults = [r for rank, r in ranked if rank < INFO]
-    notes = [r for rank, r in ranked if rank >= INFO]
-    if action is None:
-        return VERDICT_KEEP + (" (note: %s)" % _listing(notes) if notes else "")
-    evidence = _listing(faults or notes) or "no reason recorded"
-    if action == ACTION_FIX:
-        fixes = _fixes(h)
-        if fixes:
-            return "%s: %s will %s; evidence: %s" % (ACTION_FIX, FIX_BY, _listing(fixes), evidence)
-        return "%s: %s" % (ACTION_FIX, evidence)
-    if action == ACTION_RETURN and h.get("return_action"):
-        return "%s: %s; then %s" % (ACTION_RETURN, evidence, _text(h["return_action"]))
-    return "%s: %s" % (_text(action), evidence)
+        return decide(entry)

@@ -1,7 +1,7 @@
 """``summarize``: host rows (model.py) in, the fleet summary out: totals, bad hosts, drift, history, verdicts."""
 
 from .. import history as _history
-from .. import providers as _providers
+from .. import judgement as _judgement
 from ._common import (
     _BAD_ORDER,
     _EMPTY,
@@ -16,7 +16,7 @@ from ._common import (
     _text,
 )
 from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
-from .model import INFO, _escalate, _safe_host_summary, _severity_rank, order_reasons, say, verdict
+from .model import _safe_host_summary, decide
 from .parallel import gc_paused as _gc_paused
 from .parallel import in_two as _in_two
 from .parallel import split as _split
@@ -84,7 +84,8 @@ def _drift(hosts):
             if v is None or isinstance(v, (dict, list)) or v == common:
                 continue
             reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
-            say(h, INFO, reason)
+            h["judgement"].append(_judgement.finding("drift", key + "_drift", "info", reason,
+                                                     evidence={"version": v, "usual": common}))
             drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
                           "reason": reason})
     drift.sort(key=lambda d: (d["host"], d["field"]))
@@ -93,25 +94,28 @@ def _drift(hosts):
 
 def _apply_history(hosts, history):
     """The GPU history's findings (history.assess) on each host: its ``history`` list, the checklist's history
-    item, one reason each, and for a box known bad from an earlier run or the user's list the verdict
-    "return to provider" (status at least degraded). ``history`` None: no history kept, the item says so."""
+    item, and one judgement finding each (a box known bad from an earlier run or the user's list calls for
+    "return to provider"). ``history`` None: no history kept, the item says so."""
     for h, seen in _history.assess(history, hosts):
         h["history"] = seen["findings"]
         if isinstance(h.get("checklist"), dict):
             h["checklist"][_history.CHECK_KEY] = seen["check"]
         for f in seen["findings"]:
-            say(h, _severity_rank(f.get("severity")), "history: %s" % f["message"])  # an echo, not evidence
-            if f["action"] == ACTION_RETURN:
-                h["status"] = _escalate(h["status"], "degraded")
-                h["action"] = ACTION_RETURN
-        if h["action"] == ACTION_RETURN and h.get("provider_id") is not None and not h.get("return_action"):
-            h["return_action"] = _providers.return_action(h["provider"], h["provider_id"], h.get("provider_machine_id"))
+            returned = f["action"] == ACTION_RETURN
+            h["judgement"].append(_judgement.finding(
+                "history", f.get("code") or "history", f.get("severity"), "history: %s" % f["message"],
+                action=f["action"], status="degraded" if returned else "ok", echo=True,
+                evidence={k: v for k, v in f.items() if k not in ("message", "severity", "action")}))
 
 
 def _finish(hosts, now, results=None, check_mode=False, history=None):
     hosts.sort(key=lambda h: h["host"])
     _apply_history(hosts, history)
     usual, drift, split = _drift(hosts)
+    for h in hosts:
+        # The decision with the fleet-level evidence too (history, drift): status, action, verdict, reasons in the
+        # verdict's order (the evidence for the action first; the history keeps the first ones of a box it flags).
+        decide(h)
 
     by_status = dict.fromkeys(STATUSES, 0)
     by_model = {}
@@ -163,12 +167,6 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
         "drift": drift,
         "version_split": split,
     }
-    for h in hosts:
-        # The reasons in the order the verdict gives them: the evidence for the host's action, then the rest,
-        # each part worst first (the history keeps the first ones of a box it flags).
-        order_reasons(h)
-        h["verdict"] = verdict(h)
-        h.pop("_ranks", None)
     checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
     for h in hosts:
         items = h.get("checklist") or _EMPTY
@@ -185,7 +183,8 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
     summary = {
         "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
-        "bad_hosts": bad, "hosts": hosts, "warnings": warnings, "history": _history.overview(history),
+        "bad_hosts": bad, "what_to_do": _judgement.what_to_do(hosts), "hosts": hosts, "warnings": warnings,
+        "history": _history.overview(history),
     }
     if results is not None:
         results.sort(key=lambda r: str(r.get("host")))

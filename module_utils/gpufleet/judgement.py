@@ -1,0 +1,286 @@
+"""One judgement per host: findings in, one decision out (status, action, verdict).
+
+Every piece of evidence about a host (the run's record, GPU facts and their health findings, the benchmark gate,
+the doctor's findings, the GPU history, the provider's listing, version drift) becomes a *finding*, a plain dict
+made by ``finding()``. ``decide()`` turns a host's findings into its status, its action and a one-line verdict.
+Nothing else sets them: the report's model gathers findings, the summary adds the fleet-level ones (history,
+drift) and calls ``decide`` once per host; renderers only render the decision.
+
+The precedence is data, read top to bottom:
+
+- ``OUTRANKS``: a specific diagnosis outranks the generic symptoms it explains (a container that lost its GPUs
+  *looks* like "no driver" from inside). An outranked finding stays in the host's findings with
+  ``outranked_by`` set, and takes no part in the decision.
+- ``STATUS_ORDER``: the worst status implied by a finding wins.
+- ``ACTION_ORDER``: the worst action called for wins; a host with no finding that calls for an action gets the
+  default of its status (``DEFAULT_ACTION``).
+- The verdict gives the evidence for the action first (the findings that call for it), then the rest, each part
+  worst first; at most ``VERDICT_MAX`` characters, the other findings counted as "(+N more)".
+
+Meanings, remedies and the commands to run are not in the verdict: ``what_to_do()`` groups them by action for
+the report's "what to do" section.
+"""
+
+ACTION_RETURN = "return to provider"
+ACTION_RESTART = "restart the container"
+ACTION_REBOOT = "reboot"
+ACTION_FIX = "fix here"
+ACTION_CHECK = "check access / rerun"
+KEEP = "keep"
+
+# Worst first: the worst action any finding calls for is the host's action.
+ACTION_ORDER = (ACTION_RETURN, ACTION_RESTART, ACTION_REBOOT, ACTION_FIX, ACTION_CHECK)
+# Worst first: the worst status any finding implies is the host's status ("ok" when none implies one).
+STATUS_ORDER = ("unreachable", "no-gpu", "failed", "degraded", "unknown", "ok")
+# The action of a host none of whose findings calls for one.
+DEFAULT_ACTION = {"ok": None, "degraded": ACTION_FIX, "failed": ACTION_FIX, "no-gpu": ACTION_RETURN,
+                  "unknown": ACTION_CHECK, "unreachable": ACTION_CHECK}
+# The status a finding of this severity implies when its source gives none (facts.health's own mapping).
+SEVERITY_STATUS = {"critical": "failed", "error": "failed", "warning": "degraded", "unknown": "unknown",
+                   "info": None}
+SEVERITIES = ("critical", "error", "warning", "unknown", "info")
+# Findings of these severities are faults (reasons); info findings are notes.
+FAULT_SEVERITIES = ("critical", "error", "warning", "unknown")
+VERDICT_MAX = 160
+
+# The facts' "no GPU visible" symptom and the facts health codes that say the same.
+_NO_GPU_SYMPTOMS = ("no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable")
+
+# (specific finding, the generic findings it explains, why). A code on the left outranks every code on its right
+# when both are present on a host. Doctor codes: module_utils/gpufleet/doctor_rules.py; facts health codes:
+# module_utils/gpufleet/facts.py (health); "no_gpu": the facts read no GPU at all.
+OUTRANKS = (
+    ("no_gpu", ("no_gpus", "gpu_stack_broken", "gpu_facts_unavailable"),
+     "the facts' own lines for the same fact: no GPU is visible"),
+    ("container_lost_gpus", _NO_GPU_SYMPTOMS + (
+        "no_driver", "container_without_gpus", "device_nodes_missing", "nvidia_uvm_not_loaded", "gpu_count_low",
+        "fewer_gpus_than_rented", "nvidia_uvm_node_missing"),
+     "the container had its GPUs and lost them: from inside, that looks like no driver and no GPU"),
+    ("container_without_gpus", _NO_GPU_SYMPTOMS + ("no_driver", "gpu_count_low", "fewer_gpus_than_rented"),
+     "the container was started without GPUs: no driver and no GPU are what that looks like from inside"),
+    ("driver_library_mismatch", _NO_GPU_SYMPTOMS,
+     "NVML fails on a driver/library mismatch until the reboot that loads the new driver"),
+    ("no_driver", _NO_GPU_SYMPTOMS, "no GPU is visible because no driver is loaded"),
+    ("fewer_gpus_than_rented", ("gpu_count_low",), "the same count, read by the doctor with the listing"),
+    ("xid_79_fallen_off_bus", ("xid_79", "gpu_lost"), "the GPU fell off the bus: lost is what follows"),
+    ("ecc_or_row_remap_failure", ("ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate", "row_remap_failure"),
+     "the doctor's memory finding covers the same counters"),
+    ("gpu_recovery_action", ("gpu_reset_required",), "the driver names the recovery it needs"),
+)
+
+
+def _outranked_by():
+    out = {}
+    for specific, generics, _why in OUTRANKS:
+        for generic in generics:
+            out.setdefault(generic, []).append(specific)
+    return out
+
+
+_OUTRANKED_BY = _outranked_by()
+
+# What to run for each action: the "what to do" section's command (HOSTS: the group's hosts, comma separated).
+COMMANDS = {
+    ACTION_RETURN: "ansible-playbook playbooks/return.yml -i INVENTORY --limit HOSTS"
+                   " (prints the plan; add -e gpufleet_return_confirm=yes to send it)",
+    ACTION_RESTART: "restart each container with its GPUs from the provider's console or API, then"
+                    " ansible-playbook site.yml -i INVENTORY --limit HOSTS",
+    ACTION_REBOOT: "ansible HOSTS -i INVENTORY -b -m ansible.builtin.reboot, then"
+                   " ansible-playbook site.yml -i INVENTORY --limit HOSTS",
+    ACTION_FIX: "ansible-playbook playbooks/remediate.yml -i INVENTORY --limit HOSTS",
+    ACTION_CHECK: "ansible HOSTS -i INVENTORY -m ansible.builtin.ping, then"
+                  " ansible-playbook site.yml -i INVENTORY --limit HOSTS",
+}
+
+# A command names its hosts up to this many; past that it reads them from a file (one name a line, as
+# ansible-playbook's --limit @FILE reads it) that the user writes from fleet.json's what_to_do hosts.
+COMMAND_HOSTS = 20
+HOSTS_FILE = {ACTION_RETURN: "return-hosts.txt", ACTION_RESTART: "restart-hosts.txt",
+              ACTION_REBOOT: "reboot-hosts.txt", ACTION_FIX: "fix-hosts.txt", ACTION_CHECK: "check-hosts.txt"}
+
+
+def finding(source, code, severity, text, action=None, status=None, evidence=None, meaning=None, remedy=None,
+            gpu_index=None, reason=None, echo=False):
+    """One finding. ``source``: facts, health, gate, doctor, history, listing, drift or run. ``text``: the evidence
+    in a few words and numbers (the verdict quotes it); ``reason``: the longer line for the host's reasons (default
+    ``text``). ``action``: the action this finding calls for by itself (None: none). ``status``: the host status
+    it implies (default: from the severity). ``echo``: it repeats earlier evidence (the history) and comes after
+    the host's own evidence in the verdict."""
+    if severity not in SEVERITIES:
+        severity = "unknown"
+    return {
+        "source": source, "code": str(code), "severity": severity,
+        "status": status if status is not None else SEVERITY_STATUS[severity],
+        "action": action, "text": " ".join(str(text).split()), "reason": reason if reason is not None else text,
+        "meaning": meaning, "remedy": remedy, "gpu_index": gpu_index,
+        "evidence": evidence if evidence is not None else {}, "echo": bool(echo), "outranked_by": None,
+    }
+
+
+def _worst(values, order):
+    ranks = [order.index(v) for v in values if v in order]
+    return order[min(ranks)] if ranks else None
+
+
+def decide(findings, listing_failed=False):
+    """The decision for one host from its findings: ``{"status", "action", "verdict", "findings"}``.
+
+    ``findings`` are ordered in place for the verdict (the evidence for the action first, each part worst first,
+    outranked ones last) and each outranked one gets ``outranked_by``. ``listing_failed``: the provider lists
+    the box as failed: a host that cannot be judged from its own evidence (unreachable, unknown) is returned."""
+    codes = {f["code"] for f in findings}
+    for f in findings:
+        by = [c for c in _OUTRANKED_BY.get(f["code"], ()) if c in codes and c != f["code"]]
+        f["outranked_by"] = by[0] if by else None
+    active = [f for f in findings if f["outranked_by"] is None]
+    status = _worst([f["status"] for f in active], STATUS_ORDER) or "ok"
+    action = None
+    if status != "ok":
+        called = [f["action"] for f in active if f["severity"] in FAULT_SEVERITIES]
+        action = _worst(called + [DEFAULT_ACTION[status]], ACTION_ORDER)
+        if listing_failed and status in ("unreachable", "unknown"):
+            action = ACTION_RETURN
+    findings.sort(key=lambda f: (f["outranked_by"] is not None, action is None or f["action"] != action,
+                                 f["echo"], SEVERITIES.index(f["severity"])))
+    return {"status": status, "action": action, "verdict": verdict(action, findings), "findings": findings}
+
+
+def _fit(head, texts):
+    """``head`` + ``texts[0]`` + "(+N more)" within VERDICT_MAX characters (the evidence cut with "...")."""
+    if not texts:
+        return head[:VERDICT_MAX]
+    more = " (+%d more)" % (len(texts) - 1) if len(texts) > 1 else ""
+    room = VERDICT_MAX - len(head) - len(more)
+    first = texts[0]
+    if len(first) > room:
+        first = first[:max(room - 3, 0)].rstrip() + "..."
+    return head + first + more
+
+
+def verdict(action, findings):
+    """One line a renter acts on: the action, then the worst evidence in numbers, then "(+N more)"."""
+    active = [f for f in findings if f["outranked_by"] is None]
+    faults = [f["text"] for f in active if f["severity"] in FAULT_SEVERITIES]
+    notes = [f["text"] for f in active if f["severity"] not in FAULT_SEVERITIES]
+    if action is None:
+        if not notes:
+            return KEEP
+        line = _fit(KEEP + " (note: ", notes)
+        return line + ")" if len(line) < VERDICT_MAX else line[:VERDICT_MAX - 4] + "...)"
+    return _fit(action + ": ", faults or notes or ["no reason recorded"])
+
+
+def what_to_do(hosts):
+    """The report's "what to do" section: one group per action (worst first) with the command to run, its
+    hosts, and per finding that calls for that action its meaning and remedy with the hosts it was seen on.
+    ``hosts``: host rows with ``host``, ``action`` and ``judgement`` (the decided findings)."""
+    groups = []
+    for action in ACTION_ORDER:
+        members = [h for h in hosts if h.get("action") == action]
+        if not members:
+            continue
+        items = {}
+        for h in members:
+            for f in h.get("judgement") or ():
+                if f.get("outranked_by") or f.get("severity") not in FAULT_SEVERITIES:
+                    continue
+                if f.get("action") not in (action, None) and action != ACTION_CHECK:
+                    continue
+                key = f["code"]
+                item = items.setdefault(key, {"code": key, "meaning": f.get("meaning") or f.get("text"),
+                                              "remedy": f.get("remedy"), "hosts": []})
+                if h["host"] not in item["hosts"]:
+                    item["hosts"].append(h["host"])
+        names = [h["host"] for h in members]
+        limit = ",".join(names) if len(names) <= COMMAND_HOSTS else "@%s" % HOSTS_FILE[action]
+        groups.append({"action": action, "hosts": names, "command": COMMANDS[action].replace("HOSTS", limit),
+                       "return_actions": [h["return_action"] for h in members if h.get("return_action")],
+                       "items": sorted(items.values(), key=lambda i: (-len(i["hosts"]), i["code"]))})
+    return groups
+
+
+# ----------------------------------------------------------------------------- the evidence in numbers
+def _gib(mib):
+    return "%.1f GiB" % (mib / 1024.0) if isinstance(mib, (int, float)) else "?"
+
+
+def _times(n):
+    return {1: "once", 2: "twice"}.get(n, "%s times" % n)
+
+
+def _tenant(ev):
+    parts = []
+    for g in ev.get("gpus") or ():
+        used = [u for u in g.get("memory_used_mib") or () if isinstance(u, (int, float))]
+        if used:
+            parts.append("GPU %s holds %s with no process of this host" % (g.get("gpu"), _gib(min(used))))
+        else:
+            parts.append("GPU %s runs %s process(es) not of this host" % (g.get("gpu"), g.get("foreign_count")))
+    looks, gap = ev.get("looks"), ev.get("interval_s")
+    return "%s, seen %s%s" % ("; ".join(parts), _times(looks), " %s s apart" % gap if gap else "") if parts else None
+
+
+def _partitioned(ev):
+    parts = []
+    for g in ev.get("gpus") or ():
+        frac = g.get("fraction")
+        share = "%.0f%%" % (100 * frac) if isinstance(frac, (int, float)) else "an unknown share"
+        if g.get("kind") == "mig":
+            parts.append("GPU %s is a MIG slice (%s of its memory)" % (g.get("gpu"), share))
+        else:
+            parts.append("GPU %s has %s of %s GiB (%s)" % (g.get("gpu"), _gib(g.get("memory_total_mib")),
+                                                         g.get("spec_memory_gib"), share))
+    return "; ".join(parts) or None
+
+
+def _lost(ev):
+    denied = sorted(ev.get("open_denied") or ())
+    nvml = ev.get("nvml_error")
+    bits = ["%d GPU node(s) refuse opening (%s)" % (len(denied), ", ".join(denied[:2])) if denied else
+            "GPU nodes present"]
+    if nvml:
+        bits.append("NVML: %s" % nvml)
+    return "the container lost its GPUs: " + "; ".join(bits)
+
+
+def _claim(ev):
+    parts = []
+    for m in ev.get("mismatches") or ():
+        found = m.get("found")
+        if m.get("found_mib") is not None:
+            found = _gib(m["found_mib"])
+        elif isinstance(found, list):
+            found = ", ".join(str(f) for f in found)
+        claimed = m.get("claimed") or (_gib(m["claimed_mib"]) if m.get("claimed_mib") else "?")
+        parts.append("listing says %s %s, host has %s" % (str(m.get("what")).replace("_", " "), claimed, found))
+    return "; ".join(parts) or None
+
+
+# Doctor code -> its evidence as a few words in numbers (the verdict quotes it); other codes: their meaning.
+BRIEFS = {
+    "gpu_used_by_another_tenant": _tenant,
+    "gpu_partitioned": _partitioned,
+    "container_lost_gpus": _lost,
+    "provider_claim_mismatch": _claim,
+    "fewer_gpus_than_rented": lambda ev: "%s GPU(s) visible, %s rented" % (ev.get("gpu_count"),
+                                                                         ev.get("expected_gpu_count")),
+    "cpu_only_wheel": lambda ev: "torch %s is a CPU-only build" % ev.get("torch_version"),
+    "xid_79_fallen_off_bus": lambda ev: "Xid 79 (GPU fell off the bus): %s" % ", ".join(
+        "%s x%s" % kv for kv in sorted((ev.get("xid_counts") or {}).items())),
+}
+
+
+def brief(code, evidence, meaning):
+    """The doctor finding ``code`` in a few words and numbers from its ``evidence``; else its ``meaning``'s first
+    sentence."""
+    make = BRIEFS.get(code)
+    if make and isinstance(evidence, dict):
+        try:
+            text = make(evidence)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            text = None
+        if text:
+            return text
+    text = str(meaning or code)
+    cut = text.find(". ")
+    return text[:cut] if cut > 0 else text.rstrip(".")

@@ -1,0 +1,160 @@
+"""One judgement per host (module_utils/gpufleet/judgement.py): the precedence table, the worst action, the
+one-breath verdict, and the report built on it."""
+
+import json
+import pathlib
+
+import pytest
+from gpufleet import judgement as j
+from gpufleet import report
+
+HERE = pathlib.Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "fixtures" / "report"
+
+
+def _f(code, severity="critical", action=None, status=None, source="doctor", text=None):
+    return j.finding(source, code, severity, text or code, action=action, status=status)
+
+
+# ---------------------------------------------------------------------------------------- the precedence table
+PAIRS = [(specific, generic) for specific, generics, _why in j.OUTRANKS for generic in generics]
+
+
+@pytest.mark.parametrize(("specific", "generic"), PAIRS, ids=["%s>%s" % p for p in PAIRS])
+def test_each_specific_finding_outranks_the_generic_symptom_it_explains(specific, generic):
+    """Whatever order they come in and whatever the generic one calls for, the specific finding decides."""
+    for order in (0, 1):
+        pair = [_f(specific, action=j.ACTION_RESTART, text="specific"),
+                _f(generic, action=j.ACTION_RETURN, status="no-gpu", text="generic")]
+        findings = pair if order == 0 else pair[::-1]
+        got = j.decide(findings)
+        assert got["action"] == j.ACTION_RESTART and got["status"] == "failed"
+        assert got["verdict"] == "restart the container: specific"
+        (gen,) = [f for f in got["findings"] if f["code"] == generic]
+        assert gen["outranked_by"] == specific and got["findings"][-1] is gen  # kept, last, with its evidence
+        # alone, the generic finding decides as it says
+        assert j.decide([_f(generic, action=j.ACTION_RETURN, status="no-gpu")])["action"] == j.ACTION_RETURN
+
+
+def test_the_lost_gpu_container_says_restart_and_makes_no_driver_claim():
+    """The user's case: NVML "Unknown Error" in a container that had its GPUs; the facts read "driver not
+    loaded", the doctor finds container_lost_gpus."""
+    facts = j.finding("facts", "no_gpu", "critical", "no GPU: driver_not_loaded: the NVIDIA kernel driver is not "
+                      "loaded", status="no-gpu", action=j.ACTION_RETURN)
+    doctor = j.finding("doctor", "container_lost_gpus", "critical", j.brief(
+        "container_lost_gpus", {"open_denied": {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"},
+                                "nvml_error": "Unknown Error"}, "m"), action=j.ACTION_RESTART)
+    got = j.decide([facts, doctor])
+    assert got["action"] == j.ACTION_RESTART and got["status"] == "failed"
+    assert got["verdict"].startswith("restart the container: the container lost its GPUs: 2 GPU node(s) refuse")
+    assert "driver" not in got["verdict"] and "(+" not in got["verdict"]
+
+
+def test_no_finding_outranks_itself_and_every_code_in_the_table_is_known():
+    from gpufleet import doctor_rules
+
+    doctor_codes = {r["code"] for r in doctor_rules.RULES}
+    facts_codes = {"no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable", "gpu_count_low", "xid_79",
+                   "gpu_lost", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate", "row_remap_failure",
+                   "gpu_reset_required"}
+    for specific, generics, why in j.OUTRANKS:
+        assert specific not in generics and why
+        assert specific in doctor_codes | facts_codes, specific
+        unknown = set(generics) - doctor_codes - facts_codes - {"nvidia_uvm_node_missing"}
+        assert not unknown, (specific, unknown)
+
+
+# ---------------------------------------------------------------------------------------- actions and statuses
+@pytest.mark.parametrize(("actions", "want"), [
+    ((j.ACTION_FIX, j.ACTION_RETURN), j.ACTION_RETURN),
+    ((j.ACTION_FIX, j.ACTION_RESTART), j.ACTION_RESTART),
+    ((j.ACTION_REBOOT, j.ACTION_RESTART), j.ACTION_RESTART),
+    ((j.ACTION_FIX, j.ACTION_REBOOT), j.ACTION_REBOOT),
+    ((None, j.ACTION_FIX), j.ACTION_FIX),
+    ((None, None), j.ACTION_FIX),  # a failed host whose findings call for nothing: gpufleet's remediate play
+])
+def test_the_worst_action_wins(actions, want):
+    got = j.decide([_f("a", action=actions[0]), _f("b", severity="warning", action=actions[1])])
+    assert got["action"] == want
+
+
+def test_info_findings_call_for_nothing_and_an_ok_host_is_kept_with_its_notes():
+    got = j.decide([_f("driver_version_drift", "info", text="driver 550 differs from the fleet's usual 535")])
+    assert (got["status"], got["action"]) == ("ok", None)
+    assert got["verdict"] == "keep (note: driver 550 differs from the fleet's usual 535)"
+    assert j.decide([])["verdict"] == "keep"
+
+
+def test_statuses_worst_first_and_the_listing_returns_a_host_that_cannot_be_judged():
+    assert j.decide([_f("x", "warning"), _f("y", "unknown")])["status"] == "degraded"
+    assert j.decide([_f("u", status="unreachable"), _f("y", "error")])["status"] == "unreachable"
+    lost = [_f("unreachable", status="unreachable")]
+    assert j.decide(lost)["action"] == j.ACTION_CHECK
+    assert j.decide(lost, listing_failed=True)["action"] == j.ACTION_RETURN
+
+
+# ---------------------------------------------------------------------------------------- the verdict
+def test_the_verdict_gives_the_evidence_for_its_action_first_then_counts_the_rest():
+    got = j.decide([_f("cpu_only_wheel", action=j.ACTION_FIX, text="torch 2.5.1+cpu is a CPU-only build"),
+                    _f("gpu_used_by_another_tenant", "warning", action=j.ACTION_RETURN,
+                       text="GPU 0 holds 30.0 GiB with no process of this host, seen twice 5 s apart")])
+    assert got["verdict"] == ("return to provider: GPU 0 holds 30.0 GiB with no process of this host, seen twice "
+                              "5 s apart (+1 more)")
+
+
+def test_a_long_verdict_is_cut_to_one_breath_and_keeps_its_count():
+    got = j.decide([_f("a", text="x" * 400), _f("b", text="y"), _f("c", text="z")])
+    assert len(got["verdict"]) == j.VERDICT_MAX and got["verdict"].endswith("... (+2 more)")
+    notes = j.decide([_f("d", "info", text="n" * 400)])
+    assert len(notes["verdict"]) <= j.VERDICT_MAX and notes["verdict"].endswith("...)")
+
+
+@pytest.mark.parametrize(("code", "evidence", "want"), [
+    ("gpu_used_by_another_tenant", {"gpus": [{"gpu": 0, "memory_used_mib": [30720, 30800]}], "looks": 2,
+                                    "interval_s": 5},
+     "GPU 0 holds 30.0 GiB with no process of this host, seen twice 5 s apart"),
+    ("gpu_partitioned", {"gpus": [{"gpu": 1, "kind": "memory_share", "memory_total_mib": 40960,
+                                   "spec_memory_gib": 80, "fraction": 0.5}]}, "GPU 1 has 40.0 GiB of 80 GiB (50%)"),
+    ("provider_claim_mismatch", {"mismatches": [{"what": "gpu_model", "claimed": "H100 SXM",
+                                                 "found": ["NVIDIA A100-SXM4-80GB"]}]},
+     "listing says gpu model H100 SXM, host has NVIDIA A100-SXM4-80GB"),
+    ("fewer_gpus_than_rented", {"expected_gpu_count": 8, "gpu_count": 7}, "7 GPU(s) visible, 8 rented"),
+    ("cpu_only_wheel", {"torch_version": "2.5.1+cpu"}, "torch 2.5.1+cpu is a CPU-only build"),
+    ("no_such_code", {}, "The first sentence"),
+    ("gpu_partitioned", {"gpus": "odd"}, "The first sentence"),  # odd evidence: the meaning
+])
+def test_the_evidence_in_numbers(code, evidence, want):
+    assert j.brief(code, evidence, "The first sentence. The second.") == want
+
+
+def test_every_fixture_hosts_verdict_is_one_line_of_at_most_160_characters_that_starts_with_its_action():
+    hosts = report.summarize(report.load_results(FIXTURES), now="2026-12-01T00:00:00+00:00")["hosts"]
+    assert len(hosts) >= 8
+    for h in hosts:
+        v = h["verdict"]
+        assert len(v) <= j.VERDICT_MAX and "\n" not in v, (h["host"], v)
+        assert v.startswith(h["action"] + ": ") if h["action"] else v.startswith(j.KEEP), (h["host"], v)
+        # the first fault the verdict quotes is the evidence for the action
+        if h["action"] and h["action"] != j.ACTION_CHECK:
+            first = next(f for f in h["judgement"] if f["outranked_by"] is None)
+            assert first["text"][:40] in v, (h["host"], v)
+            assert first["action"] in (h["action"], None), (h["host"], first)
+
+
+def test_fleet_json_carries_each_findings_evidence_and_the_what_to_do_groups(tmp_path):
+    s = report.summarize(report.load_results(FIXTURES), now="2026-12-01T00:00:00+00:00")
+    report.write_all(s, tmp_path)
+    data = json.loads((tmp_path / report.OUTPUT_FILES["json"]).read_text())
+    a100 = next(h for h in data["hosts"] if h["host"] == "gpu-a100-02")
+    ecc = next(f for f in a100["judgement"] if f["code"] == "ecc_uncorrectable_volatile")
+    assert ecc["source"] == "health" and ecc["evidence"] and ecc["action"] == j.ACTION_RETURN
+    assert [g["action"] for g in data["what_to_do"]][0] == j.ACTION_RETURN
+    page = (tmp_path / report.OUTPUT_FILES["html"]).read_text()
+    assert 'id="what-to-do"' in page and "playbooks/return.yml" in page
+    assert "## What to do" in (tmp_path / report.OUTPUT_FILES["markdown"]).read_text()
+
+
+def test_a_big_group_reads_its_hosts_from_a_file():
+    hosts = [{"host": "h%03d" % i, "action": j.ACTION_FIX, "judgement": []} for i in range(j.COMMAND_HOSTS + 1)]
+    (group,) = j.what_to_do(hosts)
+    assert "--limit @fix-hosts.txt" in group["command"] and len(group["hosts"]) == j.COMMAND_HOSTS + 1
