@@ -54,7 +54,7 @@ OUTRANKS = (
      "the facts' own lines for the same fact: no GPU is visible"),
     ("container_lost_gpus", _NO_GPU_SYMPTOMS + (
         "no_driver", "container_without_gpus", "device_nodes_missing", "nvidia_uvm_not_loaded", "gpu_count_low",
-        "fewer_gpus_than_rented", "nvidia_uvm_node_missing"),
+        "fewer_gpus_than_rented"),
      "the container had its GPUs and lost them: from inside, that looks like no driver and no GPU"),
     ("container_without_gpus", _NO_GPU_SYMPTOMS + ("no_driver", "gpu_count_low", "fewer_gpus_than_rented"),
      "the container was started without GPUs: no driver and no GPU are what that looks like from inside"),
@@ -66,6 +66,8 @@ OUTRANKS = (
     ("ecc_or_row_remap_failure", ("ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate", "row_remap_failure"),
      "the doctor's memory finding covers the same counters"),
     ("gpu_recovery_action", ("gpu_reset_required",), "the driver names the recovery it needs"),
+    ("check_timed_out", ("playbook_failed",), "the pre-check stopped the step that ran past the host's deadline"),
+    ("check_step_failed", ("playbook_failed",), "the pre-check names the step that failed and goes on to the report"),
 )
 
 
@@ -284,3 +286,35 @@ def brief(code, evidence, meaning):
     text = str(meaning or code)
     cut = text.find(". ")
     return text[:cut] if cut > 0 else text.rstrip(".")
+
+
+# ----------------------------------------------------------------------------- the pre-check's lines
+# A host needs more than keeping (check.yml exits non-zero) with one of these actions or statuses.
+CHECK_BAD_ACTIONS = (ACTION_RETURN, ACTION_RESTART, ACTION_REBOOT, ACTION_CHECK)
+CHECK_BAD_STATUSES = ("failed", "no-gpu", "unreachable")
+
+
+def check_lines(summary):
+    """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), then a
+    count. A host is bad when it is to be returned, restarted, rebooted or checked again, or failed."""
+    hosts = [h for h in summary.get("hosts") or () if isinstance(h, dict)]
+    width = max([len(str(h.get("host"))) for h in hosts] + [4])
+    lines, bad = [], []
+    for h in hosts:
+        check = h.get("check") if isinstance(h.get("check"), dict) else {}
+        steps = check.get("steps") if isinstance(check.get("steps"), dict) else {}
+        times, before = [], 0.0
+        for name in ("connect", "environment", "probe"):
+            at = steps.get(name)
+            if isinstance(at, (int, float)):
+                times.append("%s %.1f s" % (name, at - before))
+                before = at
+        timing = "  [%s]" % ", ".join(times) if times else ""
+        lines.append("%-*s  %s%s" % (width, h.get("host"), h.get("verdict") or KEEP, timing))
+        if h.get("action") in CHECK_BAD_ACTIONS or h.get("status") in CHECK_BAD_STATUSES:
+            bad.append(str(h.get("host")))
+    keep = sum(1 for h in hosts if h.get("action") is None)
+    lines.append("%d host(s): %d keep, %d fix here, %d to give back, restart, reboot or check again%s" % (
+        len(hosts), keep, sum(1 for h in hosts if h.get("action") == ACTION_FIX), len(bad),
+        ": %s" % ", ".join(bad) if bad else ""))
+    return lines, bad

@@ -56,11 +56,11 @@ def test_no_finding_outranks_itself_and_every_code_in_the_table_is_known():
     doctor_codes = {r["code"] for r in doctor_rules.RULES}
     facts_codes = {"no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable", "gpu_count_low", "xid_79",
                    "gpu_lost", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate", "row_remap_failure",
-                   "gpu_reset_required"}
+                   "gpu_reset_required", "check_timed_out", "check_step_failed", "playbook_failed"}
     for specific, generics, why in j.OUTRANKS:
         assert specific not in generics and why
         assert specific in doctor_codes | facts_codes, specific
-        unknown = set(generics) - doctor_codes - facts_codes - {"nvidia_uvm_node_missing"}
+        unknown = set(generics) - doctor_codes - facts_codes
         assert not unknown, (specific, unknown)
 
 
@@ -158,3 +158,65 @@ def test_a_big_group_reads_its_hosts_from_a_file():
     hosts = [{"host": "h%03d" % i, "action": j.ACTION_FIX, "judgement": []} for i in range(j.COMMAND_HOSTS + 1)]
     (group,) = j.what_to_do(hosts)
     assert "--limit @fix-hosts.txt" in group["command"] and len(group["hosts"]) == j.COMMAND_HOSTS + 1
+
+
+# ---------------------------------------------------------------------------------------- the pre-check (check.yml)
+def _checked(name, check, **more):
+    r = {"host": name, "reachable": True, "failed": False,
+         "gpu": {"source": "nvml", "gpu_count": 0, "gpus": [], "health": {"status": "ok", "findings": []}},
+         "expected_gpu_count": 0, "check": check}
+    r.update(more)
+    return r
+
+
+STEPS = {"connect": 0.4, "environment": 6.5, "probe": 21.0}
+
+
+def test_a_step_past_the_deadline_is_a_finding_that_gives_the_box_back():
+    hung = {"deadline_s": 60, "steps": {"connect": 0.5}, "failed_step": 2, "timed_out": True,
+            "error": "Task failed: Timed out after 59 second(s).", "torch_python": None}
+    # the rescued step is also recorded by the status callback as a failed task: the check's finding explains it
+    s = report.summarize([_checked("hung", hung, failed=True, reason="check / probe: Timed out"),
+                          _checked("fine", dict(deadline_s=60, steps=STEPS, torch_python="/usr/bin/python3"))])
+    hosts = {h["host"]: h for h in s["hosts"]}
+    assert hosts["hung"]["action"] == j.ACTION_RETURN and hosts["hung"]["status"] == "failed"
+    assert hosts["hung"]["verdict"] == "return to provider: check timed out in step 2 (environment) after 60 s"
+    assert hosts["fine"]["verdict"] == "keep" and hosts["fine"]["check"]["steps"] == STEPS
+    lines, bad = j.check_lines(s)
+    assert bad == ["hung"]
+    assert lines[0].startswith("fine  keep  [connect 0.4 s, environment 6.1 s, probe 14.5 s]")
+    assert lines[1].startswith("hung  return to provider: check timed out in step 2")
+    assert lines[-1] == "2 host(s): 1 keep, 0 fix here, 1 to give back, restart, reboot or check again: hung"
+
+
+def test_an_image_without_torch_is_said_and_judged_on_nvml_alone():
+    s = report.summarize([_checked("bare", {"deadline_s": 60, "steps": {"connect": 0.3, "environment": 2.0},
+                                            "torch_python": "", "pythons_tried": ["/usr/bin/python3"]})])
+    (h,) = s["hosts"]
+    assert h["verdict"] == "keep (note: no torch on this image: judged with NVML alone)"
+    assert j.check_lines(s)[1] == []
+
+
+def test_a_failed_step_that_is_no_timeout_asks_to_check_again():
+    s = report.summarize([_checked("odd", {"deadline_s": 60, "steps": {"connect": 0.3}, "failed_step": "2",
+                                           "timed_out": False, "error": "MODULE FAILURE"})])
+    (h,) = s["hosts"]
+    assert h["action"] == j.ACTION_CHECK and h["verdict"].startswith("check access / rerun: check failed in step 2")
+    assert j.check_lines(s)[1] == ["odd"]
+
+
+def test_check_verdicts_script_exit_status(tmp_path):
+    import subprocess
+    import sys
+
+    script = HERE.parent.parent / "scripts" / "check-verdicts"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(report.summarize([_checked("fine", {"steps": STEPS})])))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(report.summarize([_checked("gone", None, reachable=False, reason="ssh: timed out")])))
+    ok = subprocess.run([sys.executable, str(script), str(good)], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("fine  keep")
+    no = subprocess.run([sys.executable, str(script), str(bad)], capture_output=True, text=True)
+    assert no.returncode == 3 and "gone  check access / rerun: ssh: timed out" in no.stdout
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "cannot read" in missing.stderr

@@ -226,6 +226,7 @@ def _host_entry(result):
         "gpu_count": 0, "gpu_models": {}, "memory_total_mib": 0, "peak_bf16_tflops": None,
         "measured_tflops": None, "findings": [], "gpus": [], "gate": isinstance(result.get("gate"), list),
         "gate_other": [], "doctor": None, "action": None, "warnings": [], "verdict": None, "judgement": [],
+        "check": None,
     }
     found = entry["judgement"].append
     entry["facts_read_at"], entry["facts_read_at_source"] = _facts_time(result, facts)
@@ -323,6 +324,8 @@ def _host_entry(result):
                     status="degraded", action=ACTION_RETURN, gpu_index=row["index"],
                     evidence={k: g[k] for k in ("test", "measured", "expected", "unit", "fraction_of_peak")}))
 
+    _check_findings(entry, result.get("check"), found)
+
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
         dfind = [{k: f.get(k) for k in _DOCTOR_FINDING_KEYS if k in f}
@@ -343,6 +346,37 @@ def _host_entry(result):
                                evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
                                meaning=meaning, remedy=_text(f.get("remedy")) or None))
     return entry
+
+
+# The pre-check's steps (playbooks/check.yml), by number.
+CHECK_STEPS = {1: "connect", 2: "environment", 3: "probe"}
+
+
+def _check_findings(entry, check, found):
+    """The pre-check's own evidence (playbooks/check.yml, ``gpu_check`` facts): its step times on the host row, a
+    step past the deadline (a hung GPU is a finding), a step that failed, and an image without torch."""
+    if not isinstance(check, dict):
+        return
+    steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in CHECK_STEPS.values()}
+    entry["check"] = {"steps": steps, "total_s": _price(check.get("total_s")),
+                      "deadline_s": _price(check.get("deadline_s")),
+                      "torch_python": _text(check.get("torch_python")) or None,
+                      "probe_run": _flag(check.get("probe_run")) is True}
+    step = _num(_price(check.get("failed_step")))
+    if step is not None:
+        name = CHECK_STEPS.get(int(step), "?")
+        if _flag(check.get("timed_out")):
+            found(_finding("check", "check_timed_out", "critical", "check timed out in step %d (%s) after %s s" % (
+                step, name, _text(check.get("deadline_s"))), status="failed", action=ACTION_RETURN,
+                evidence={"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error")},
+                meaning="a step of the pre-check ran past the host's deadline: a hung GPU, driver or login",
+                remedy="give the box back, or rerun with a longer check_deadline_s if its login is only slow"))
+        else:
+            found(_finding("check", "check_step_failed", "unknown", "check failed in step %d (%s): %s" % (
+                step, name, _text(check.get("error"))), evidence={"step": step, "error": check.get("error")}))
+    elif steps.get("environment") is not None and not entry["check"]["torch_python"]:
+        found(_finding("check", "no_torch_on_image", "info", "no torch on this image: judged with NVML alone",
+                       evidence={"pythons_tried": _l(check.get("pythons_tried"))}))
 
 
 def _as_intended(finding):
@@ -409,7 +443,7 @@ def _safe_host_summary(r):
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
             "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
-            "checklist": _checklist({}), "verdict": None,
+            "checklist": _checklist({}), "verdict": None, "check": None,
             "judgement": [_finding("run", "result_unreadable", "error", "report could not read this result: %r" % exc,
                                    status="unknown")],
         }

@@ -1,0 +1,97 @@
+"""The renter's pre-check (playbooks/check.yml) on the demo fleet after make demo, judged from outside: the lines
+a renter reads, the exit status a script reads, the report, changed=0 and the same under --check, and a step
+that hangs past the host's deadline.
+
+Each run has its own report folder, fact cache and status file under pytest's tmp_path: the demo's are untouched.
+"""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+import demolib
+
+BIN = demolib.ROOT / ".venv" / "bin"
+
+
+def _check(tmp, *extra, name="run"):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(demolib.ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp / name / "facts"),
+               GPUFLEET_STATUS_FILE=str(tmp / name / "status.json"), PATH="%s:%s" % (BIN, env.get("PATH", "")))
+    reports = tmp / name / "reports"
+    start = time.monotonic()
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(demolib.INVENTORY.parent), "playbooks/check.yml",
+                           "-e", "gpufleet_report_dir=%s" % reports, "-e", "gpufleet_history_enabled=false", *extra],
+                          cwd=str(demolib.ROOT), env=env, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - start
+    data, _ = demolib.load_report(reports / "latest")
+    recap = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
+    return {"rc": proc.returncode, "out": proc.stdout + proc.stderr, "wall": wall, "recap": recap,
+            "hosts": {h["host"]: h for h in data["hosts"]}}
+
+
+@pytest.fixture(scope="module")
+def checked(demo_hosts, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("check")
+    return {"run": _check(tmp), "dry": _check(tmp, "--check", name="dry")}
+
+
+def _host(hosts, suffix):
+    return next(h for name, h in hosts.items() if name.endswith("-" + suffix))
+
+
+def test_keep_or_return_per_demo_host(checked):
+    hosts = checked["run"]["hosts"]
+    one, two, three, five = (_host(hosts, n) for n in ("01", "02", "03", "05"))
+    assert one["verdict"] == "keep" and two["verdict"].startswith("keep"), (one["verdict"], two["verdict"])
+    # 01: the cpu-mode probe ran with the torch of the venv make demo left (the image's own torch, found)
+    assert one["check"]["probe_run"] and one["check"]["torch_python"].endswith("/venv/bin/python")
+    assert any(g["device"] == "cpu" for g in one["gate_other"]), one["gate_other"]
+    # 02: no torch on it; judged on what it has
+    assert two["check"]["torch_python"] is None and "no torch on this image" in two["verdict"]
+    # 03: another tenant first (the CPU torch that remediate could fix comes after)
+    assert three["action"] == "return to provider"
+    assert three["judgement"][0]["code"] == "gpu_used_by_another_tenant", three["judgement"][0]
+    assert re.match(r"return to provider: GPU 0 (holds|runs) .*seen twice", three["verdict"]), three["verdict"]
+    # 05: the lost GPU and the ECC errors
+    assert five["action"] == "return to provider"
+    codes = {f["code"] for f in five["judgement"] if f["outranked_by"] is None}
+    assert {"gpu_lost", "ecc_uncorrectable_volatile"} <= codes or "xid_79_fallen_off_bus" in codes, codes
+    for h in hosts.values():
+        assert len(h["verdict"]) <= 160
+        assert set(h["check"]["steps"]) == {"connect", "environment", "probe"}, (h["host"], h["check"])
+
+
+def test_one_line_per_host_and_an_exit_status_scripts_can_use(checked):
+    run = checked["run"]
+    assert run["rc"] != 0  # 03 and 05 are to be given back
+    for name, h in run["hosts"].items():
+        assert re.search(r"%s\s+%s" % (re.escape(name), re.escape(h["verdict"][:60])), run["out"]), name
+    assert re.search(r"5 host\(s\): \d keep, \d fix here, 2 to give back", run["out"]), run["out"][-2000:]
+
+
+def test_read_only_changed_0_and_the_same_under_check(checked):
+    run, dry = checked["run"], checked["dry"]
+    assert run["recap"] and all(changed == 0 for changed, _failed in run["recap"].values()), run["recap"]
+    assert all(changed == 0 for changed, _failed in dry["recap"].values()), dry["recap"]
+    assert {n: h["verdict"] for n, h in run["hosts"].items()} == {n: h["verdict"] for n, h in dry["hosts"].items()}
+
+
+def test_a_step_past_the_deadline_is_named_and_the_run_goes_on(demo_hosts, tmp_path):
+    """A Python on the login PATH whose start hangs (as a torch import does on a hung GPU driver): the
+    environment step runs past a 10 s deadline; the host is reported "check timed out in step 2" and given
+    back, the run ends with the report."""
+    host = next(h for n, h in demo_hosts.items() if n.endswith("-02"))
+    host.run("printf '#!/bin/sh\\nsleep 600\\n' > /usr/local/bin/python && chmod 0755 /usr/local/bin/python")
+    try:
+        got = _check(tmp_path, "--limit", host.name, "-e", "check_deadline_s=10")
+    finally:
+        host.run("rm -f /usr/local/bin/python")
+    h = got["hosts"][host.name]
+    assert h["verdict"] == "return to provider: check timed out in step 2 (environment) after 10 s", h["verdict"]
+    assert got["rc"] != 0 and got["wall"] < 120
