@@ -21,6 +21,8 @@ PROVIDER_CODES = frozenset([
     "gpu_lost", "gpu_reset_required", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
     "row_remap_failure", "gpu_count_low", "no_gpus", "gpu_stack_broken", "pcie_width_below_max",
     "nvlink_links_down", "clocks_throttled_hw",
+    # A throttled box sold as full: the power limit lowered below the model's default, the clocks locked low.
+    "power_limit_lowered", "clocks_locked_low",
 ])
 _REASON_SEVERITIES = ("critical", "error", "warning", "unknown")
 # Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
