@@ -7,6 +7,7 @@ HostFS) with the doctor's recorded torch texts; the torch build comes from the s
 
 import copy
 import importlib.util
+import json
 import pathlib
 
 import yaml
@@ -210,6 +211,10 @@ def test_a_fix_that_keeps_failing_the_same_way_writes_nothing():
     assert first != again and first["state"] == again["state"] == "still_broken"
     assert rf.remediate_record_changed(None, first) is True  # the first run keeps it
     assert rf.remediate_record_changed(copy.deepcopy(first), again) is False
+    # as record.yml hands it: the file's text
+    assert rf.remediate_record_changed(json.dumps(first, indent=4, sort_keys=True) + "\n", again) is False
+    assert rf.remediate_record_changed("", again) is True
+    assert rf.remediate_record_changed("{not json", again) is True
 
 
 def test_a_changed_outcome_is_written():

@@ -7,6 +7,8 @@ Pure functions over the gpu_doctor result (ansible_facts.gpu_doctor), unit teste
 tests/unit/test_remediate_filters.py.
 """
 
+import json
+
 # code -> (fix group, how it is fixed). A group is one task file of the role (tasks/fix_<group>.yml).
 ACTIONS = {
     "cuda_link_wrong_target": ("links", "repoint /usr/local/cuda and the loader configuration (cuda_links role)"),
@@ -227,9 +229,17 @@ def remediate_outcome(record):
 
 
 def remediate_record_changed(previous, record):
-    """Whether ``record`` says something ``previous`` (the last-action.json of an earlier run, None when there is
-    none) did not: only then is it written, so a remediation whose outcome did not change reports changed=0."""
-    return not previous or remediate_outcome(previous) != remediate_outcome(record)
+    """Whether ``record`` says something ``previous`` (the last-action.json of an earlier run: its text or its data;
+    None or "" when there is none) did not: only then is it written, so a remediation whose outcome did not change
+    reports changed=0. A file that is not a JSON object is replaced."""
+    if isinstance(previous, (str, bytes)):
+        try:
+            previous = json.loads(previous)
+        except ValueError:
+            return True
+    if not isinstance(previous, dict) or not previous:
+        return True
+    return remediate_outcome(previous) != remediate_outcome(record)
 
 
 class FilterModule:
