@@ -132,6 +132,15 @@ def test_no_toolkit_installed_decides_nothing_and_says_why(tmp_path):
     assert rf.remediate_handoff({"decision": decision})["cuda_links_version"] == ""
 
 
+def test_a_pin_that_is_not_installed_is_handed_on_to_be_refused(tmp_path):
+    root = host_11_8_and_12_1(tmp_path)
+    ev = nvml_only_driver_12_0(root)
+    ev["cudatk"] = layout(root, pinned="12.6", driver_cuda="12.0")
+    decision = doctor.diagnose(ev)["decision"]
+    assert decision["toolkit"] is None and "12.6 is not installed" in decision["toolkit_why_none"]
+    assert rf.remediate_handoff({"decision": decision}, "12.6")["cuda_links_version"] == "12.6"
+
+
 # ---------------------------------------------------------------- item 3: --check names the exact targets
 
 def wrong_variant_host(tmp_path):

@@ -66,17 +66,19 @@ def _major_minor(version):
     return "%s.%s" % (parts[0], parts[1]) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else ""
 
 
-def remediate_handoff(doctor):
+def remediate_handoff(doctor, pinned=""):
     """What the doctor decided (its ``decision``), as the inputs of the roles that act on it.
 
     ``cuda_links_version``: the toolkit /usr/local/cuda must point at (major.minor; cuda_links pins it, so its own
     choice is the doctor's); ``cuda_links_driver_cuda_version``: the driver's CUDA version however the doctor read it
     (NVML where only NVML answers); ``driver_version`` and ``compute_capabilities``: what the torch build is solved
-    for. Empty strings where the doctor decided nothing (the role then decides as it always does).
+    for. Empty strings where the doctor decided nothing (the role then decides as it always does), except
+    ``cuda_links_version``: the inventory's own pin (``pinned``) stays, so a pin that is not installed is refused by
+    cuda_links as before, never replaced by another toolkit.
     """
     d = (doctor or {}).get("decision") or {}
     tk = d.get("toolkit") or {}
-    return {"cuda_links_version": _major_minor(tk.get("major_minor")),
+    return {"cuda_links_version": _major_minor(tk.get("major_minor")) or str(pinned or ""),
             "cuda_links_driver_cuda_version": _major_minor(d.get("driver_cuda_version")),
             "cuda_link_target": tk.get("root") or "",
             "driver_version": str(d.get("driver_version") or ""),
