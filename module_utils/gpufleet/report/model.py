@@ -195,6 +195,7 @@ def decide(entry):
     in (here) and again by the summary when the fleet-level evidence (history, drift) adds findings."""
     got = _judgement.decide(entry["judgement"], listing_failed=entry.get("provider_readiness") == "failed")
     entry["status"], entry["action"], entry["verdict"] = got["status"], got["action"], got["verdict"]
+    entry["_decided"] = len(entry["judgement"])
     entry["reasons"] = [f["reason"] for f in got["findings"] if f["outranked_by"] is None]
     if entry["action"] == ACTION_RETURN and entry.get("provider_id") is not None and not entry.get("return_action"):
         entry["return_action"] = _providers.return_action(entry["provider"], entry["provider_id"],

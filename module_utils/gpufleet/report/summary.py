@@ -115,7 +115,10 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
     for h in hosts:
         # The decision with the fleet-level evidence too (history, drift): status, action, verdict, reasons in the
         # verdict's order (the evidence for the action first; the history keeps the first ones of a box it flags).
-        decide(h)
+        # A host that got no new finding keeps the decision made on its own evidence (the same function's).
+        if h.pop("_decided", None) != len(h["judgement"]):
+            decide(h)
+            h.pop("_decided", None)
 
     by_status = dict.fromkeys(STATUSES, 0)
     by_model = {}
