@@ -61,7 +61,7 @@ def _gpu_label(index):
 def _finding_text(finding):
     finding = _d(finding)
     msg = _text(finding.get("message") or finding.get("code") or "finding")
-    if finding.get("gpu_index") is not None:
+    if finding.get("gpu_index") is not None and not msg.startswith("GPU %s " % finding["gpu_index"]):
         return "GPU %s: %s" % (finding["gpu_index"], msg)
     return msg
 
