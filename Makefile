@@ -46,7 +46,7 @@ bootstrap:
 
 # PREPARED=1 (set by make test and make molecule for their lanes): images and wheels are already there.
 images: bootstrap
-	@$(if $(PREPARED),:,scripts/test-images 12 13 12-systemd)
+	@$(if $(PREPARED),:,scripts/test-images 11 12 13 12-systemd)
 
 wheelhouse: bootstrap
 	@$(if $(PREPARED),:,scripts/wheelhouse)

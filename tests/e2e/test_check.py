@@ -10,9 +10,8 @@ import re
 import subprocess
 import time
 
-import pytest
-
 import demolib
+import pytest
 
 BIN = demolib.ROOT / ".venv" / "bin"
 
