@@ -27,6 +27,31 @@ THROTTLE_WARN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"
 # GeForce parts start slowing down between 87 and 95 C; nvidia-smi -q "GPU Slowdown Temp").
 HIGH_TEMPERATURE_C = 85
 
+# A throttled box sold as full. An enforced power limit under 90 % of the board's default (NVML
+# nvmlDeviceGetPowerManagementDefaultLimit, nvidia-smi <default_power_limit>): the floor the lium.io
+# validator enforces on rented GPUs (Datura-ai/lium-io PR 1071: raised from 80 % to 90 % of the NVML
+# default because "a 20 % reduction measurably degrades renter performance"; a trim of up to 10 % is
+# tolerated). Seen for real: tests/fixtures/nvidia_smi_xml/telegraf_rtx-3090-v12.xml, an RTX 3090 at 200 W of
+# its 350 W default (57 %); every other capture has enforced == default, or above (an RTX 3080 at 336 of 320 W).
+POWER_LIMIT_MIN_RATIO = 0.9
+# Clocks held low by a clocks setting: the SM application clock (nvidia-smi -ac) under 90 % of the board's
+# default application clock, or, with the clocks event reason "applications_clocks_setting" active, the SM
+# clock under 90 % of the default application clock (the max SM clock where that is not reported). The
+# same 10 % margin as the power limit; no board's default is below it (the A100 SXM4's default application
+# clock is 90.4 % of its max: 1275 of 1410 MHz, tests/fixtures/nvidia_smi_xml/telegraf_a100-sxm4-v12.xml).
+# Sources for what the event reason means: NVML API reference, nvmlClocksEventReasonApplicationsClocksSetting
+# ("GPU clocks are limited by current setting of applications clocks", see nvmlDeviceSetApplicationsClocks;
+# https://docs.nvidia.com/deploy/archive/R550/nvml-api/group__nvmlClocksEventReasons.html; the current
+# reference words it "Clocks are set to application-specific values") and nvidia-smi --help-query-gpu
+# ("clocks_event_reasons.applications_clocks_setting: GPU clocks are limited by applications clocks setting.
+# E.g. can be changed by nvidia-smi --applications-clocks=", as quoted in netdata/netdata issue 10362).
+# Locked clocks (nvidia-smi -lgc, nvmlDeviceSetGpuLockedClocks) have no getter that we found in the NVML
+# reference, and NVIDIA's documentation does not say which event reason they raise; we found no capture of a
+# -lgc box. So -lgc is caught when the driver reports it through that reason (the one reason that names a
+# clocks setting), otherwise only by the gate's measured TFLOPS. Drivers from R590 on report applications
+# clocks as deprecated (590.44 .. 610.57 in the captures): None here, and only the event reason is left.
+CLOCKS_MIN_RATIO = 0.9
+
 _XID_SEVERITY = {"critical": "critical", "warning": "warning", "app": "info", "unknown": "info"}
 
 
@@ -276,10 +301,58 @@ def _gpu_findings(findings, gpu, idx):
     if nvlink.get("links_total") and active_links < nvlink["links_total"] and not bridgeless:
         _finding(findings, "nvlink_links_down", "warning", idx, "%s of %s NVLink links active" % (
             nvlink.get("links_active"), nvlink["links_total"]))
+    lowered = _power_limit_lowered(findings, gpu, idx)
     spec = gpu.get("spec") or {}
-    if spec.get("power_w") and gpu.get("power_limit_w") and gpu["power_limit_w"] < 0.9 * spec["power_w"]:
+    # Against the spec table only where the board's own default is unknown (the spec row may be another
+    # board of the same name): information, since the default is the better evidence.
+    if not lowered and spec.get("power_w") and gpu.get("power_limit_w") \
+            and gpu["power_limit_w"] < 0.9 * spec["power_w"]:
         _finding(findings, "power_limit_below_spec", "info", idx, "power limit %.0f W, spec %s W" % (
             gpu["power_limit_w"], spec["power_w"]))
+    _clocks_locked_low(findings, gpu, idx)
+
+
+def _number(value):
+    """A positive number, or None (missing, zero, or not a number: never a finding)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return value
+
+
+def _power_limit_lowered(findings, gpu, idx):
+    """Warn when the enforced power limit is under POWER_LIMIT_MIN_RATIO of the board's default."""
+    limit, default = _number(gpu.get("power_limit_w")), _number(gpu.get("power_default_limit_w"))
+    if limit is None or default is None or limit >= POWER_LIMIT_MIN_RATIO * default:
+        return False
+    _finding(findings, "power_limit_lowered", "warning", idx,
+             "power limit %.0f W, default %.0f W (%.0f%%)" % (limit, default, 100.0 * limit / default),
+             power_limit_w=limit, power_default_limit_w=default)
+    return True
+
+
+def _clocks_locked_low(findings, gpu, idx):
+    """Warn when a clocks setting holds the SM clock under CLOCKS_MIN_RATIO of its default."""
+    clocks = gpu.get("clocks")
+    clocks = clocks if isinstance(clocks, dict) else {}
+    applications = gpu.get("applications_clocks")
+    applications = applications if isinstance(applications, dict) else {}
+    app, default_app = _number(applications.get("sm_mhz")), _number(applications.get("sm_default_mhz"))
+    if app is not None and default_app is not None and app < CLOCKS_MIN_RATIO * default_app:
+        _finding(findings, "clocks_locked_low", "warning", idx,
+                 "SM application clock %d MHz, default %d MHz" % (app, default_app),
+                 sm_application_mhz=app, sm_default_application_mhz=default_app)
+        return
+    # Applications clocks at their default (or not reported) and yet the clock held by a clocks setting:
+    # a lock that does not change them (nvidia-smi -lgc leaves applications clocks as they are).
+    if "applications_clocks_setting" not in (gpu.get("throttle_reasons") or []):
+        return
+    current = _number(clocks.get("sm_mhz"))
+    reference = default_app if default_app is not None else _number(clocks.get("sm_max_mhz"))
+    if current is not None and reference is not None and current < CLOCKS_MIN_RATIO * reference:
+        _finding(findings, "clocks_locked_low", "warning", idx,
+                 "SM clock %d MHz held by a clocks setting (applications clocks setting active), %s %d MHz" % (
+                     current, "default" if default_app is not None else "max", reference),
+                 sm_mhz=current, reference_mhz=reference)
 
 
 def planned_commands(kernel_log=True, readiness=None, exists=os.path.exists):

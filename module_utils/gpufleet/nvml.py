@@ -223,12 +223,22 @@ def _gpu(nv, index, include_processes):
         "mem_mhz": call("clocks", "nvmlDeviceGetClockInfo", handle, mem_clk),
         "mem_max_mhz": call("clocks", "nvmlDeviceGetMaxClockInfo", handle, mem_clk),
     }
+    # Applications clocks (set with nvidia-smi -ac): what the SM runs at under load, and the board's
+    # default. Drivers from R590 on answer "deprecated" (nvidia-smi -q prints "Requested functionality
+    # has been deprecated"): None then, and health reads the clocks event reasons instead.
+    gpu["applications_clocks"] = {
+        "sm_mhz": call("clocks", "nvmlDeviceGetApplicationsClock", handle, sm),
+        "sm_default_mhz": call("clocks", "nvmlDeviceGetDefaultApplicationsClock", handle, sm),
+    }
     gpu["temperature_c"] = call("temperature", "nvmlDeviceGetTemperature", handle,
                                 getattr(nv, "NVML_TEMPERATURE_GPU", 0))
     power = call("power", "nvmlDeviceGetPowerUsage", handle)
     gpu["power_draw_w"] = round(power / 1000.0, 2) if power is not None else None
     limit = call("power", "nvmlDeviceGetEnforcedPowerLimit", handle)
     gpu["power_limit_w"] = round(limit / 1000.0, 2) if limit is not None else None
+    # The limit the board ships with; a host can lower the enforced one (nvidia-smi -pl) below it.
+    default_limit = call("power", "nvmlDeviceGetPowerManagementDefaultLimit", handle)
+    gpu["power_default_limit_w"] = round(default_limit / 1000.0, 2) if default_limit is not None else None
     mask = call("throttle_reasons", ("nvmlDeviceGetCurrentClocksEventReasons",
                                      "nvmlDeviceGetCurrentClocksThrottleReasons"), handle)
     gpu["throttle_reasons"] = decode_throttle(mask)

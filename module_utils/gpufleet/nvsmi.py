@@ -75,7 +75,8 @@ def empty_gpu(index):
         "pcie": {"gen_current": None, "gen_max": None, "gen_device_max": None, "gen_host_max": None,
                  "width_current": None, "width_max": None, "replays": None},
         "clocks": {"sm_mhz": None, "sm_max_mhz": None, "mem_mhz": None, "mem_max_mhz": None},
-        "temperature_c": None, "power_draw_w": None, "power_limit_w": None,
+        "applications_clocks": {"sm_mhz": None, "sm_default_mhz": None},
+        "temperature_c": None, "power_draw_w": None, "power_limit_w": None, "power_default_limit_w": None,
         "throttle_reasons": [], "persistence_mode": None, "mig_mode": None, "mig_devices": None,
         "ecc": {"mode": None, "volatile_corrected": None, "volatile_uncorrected": None,
                 "aggregate_corrected": None, "aggregate_uncorrected": None},
@@ -315,6 +316,13 @@ def _gpu_from_node(index, g, include_processes):
         "mem_mhz": to_int(_first(g, "clocks/mem_clock", "clocks/memory")),
         "mem_max_mhz": to_int(_first(g, "max_clocks/mem_clock", "max_clocks/memory")),
     }
+    # nvidia-smi lists applications clocks for the graphics clock only (-ac MEM,GRAPHICS); the SM clock
+    # runs at the graphics clock (both equal in every Clocks/Max Clocks section of the captures).
+    gpu["applications_clocks"] = {
+        "sm_mhz": to_int(_first(g, "applications_clocks/graphics_clock", "applications_clocks/graphics")),
+        "sm_default_mhz": to_int(_first(g, "default_applications_clocks/graphics_clock",
+                                        "default_applications_clocks/graphics")),
+    }
     gpu["temperature_c"] = to_int(_first(g, "temperature/gpu_temp", "temperature/gpu_current_temp"))
     gpu["power_draw_w"] = to_float(_first(
         g, "gpu_power_readings/power_draw", "gpu_power_readings/instant_power_draw",
@@ -324,6 +332,10 @@ def _gpu_from_node(index, g, include_processes):
         g, "gpu_power_readings/current_power_limit", "power_readings/enforced_power_limit",
         "power_readings/power_limit", "power_readings/current_power_limit",
         "gpu_power_readings/enforced_power_limit"))
+    # <power_readings> (schema v10/v11) and <gpu_power_readings> (v12+, text "GPU Power Readings") both
+    # carry <default_power_limit>; <module_power_readings> is the module's, N/A on single-GPU boards.
+    gpu["power_default_limit_w"] = to_float(_first(
+        g, "gpu_power_readings/default_power_limit", "power_readings/default_power_limit"))
     reasons, _unused = _throttle(g)
     gpu["throttle_reasons"] = reasons
     gpu["persistence_mode"] = to_bool(_first(g, "persistence_mode"))

@@ -1222,6 +1222,22 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned
     return dev_sub_uint(d, "nvmlDeviceGetMaxClockInfo", "max_clocks_mhz", clock_key(type), clock);
 }
 
+/* Applications clocks (nvidia-smi -ac) and the board's defaults, per clock type. */
+EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t d, int type, unsigned int *clock)
+{
+    if (!clock_key(type))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return dev_sub_uint(d, "nvmlDeviceGetApplicationsClock", "applications_clocks_mhz", clock_key(type), clock);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t d, int type, unsigned int *clock)
+{
+    if (!clock_key(type))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return dev_sub_uint(d, "nvmlDeviceGetDefaultApplicationsClock", "default_applications_clocks_mhz",
+                        clock_key(type), clock);
+}
+
 static nvmlReturn_t event_reasons(nvmlDevice_t d, const char *fn, unsigned long long *reasons)
 {
     const jnode *j = NULL;
@@ -1282,6 +1298,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int
 EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw)
 {
     return dev_uint(d, "nvmlDeviceGetPowerManagementLimit", "power_limit_mw", mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *mw)
+{
+    return dev_uint(d, "nvmlDeviceGetPowerManagementDefaultLimit", "default_power_limit_mw", mw);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)

@@ -201,6 +201,11 @@ def test_nothing_at_all_is_no_gpu_stack_but_a_device_node_keeps_it_unknown(trace
 @pytest.mark.parametrize("celsius, flagged", [(37, False), (84, False), (85, True), (91, True)])
 def test_high_temperature_is_a_warning(celsius, flagged):
     xml = fixture_bytes("nvidia_smi_xml", "telegraf_rtx-3090-v12.xml")
+    # This capture runs at 200 W of its 350 W default (power_limit_lowered, test_power_clocks.py): put the
+    # limits back at the default so the temperature is the only thing that varies here.
+    xml = xml.replace(b"<power_limit>200.00 W</power_limit>", b"<power_limit>350.00 W</power_limit>")
+    xml = xml.replace(b"<enforced_power_limit>200.00 W</enforced_power_limit>",
+                      b"<enforced_power_limit>350.00 W</enforced_power_limit>")
     hot = xml.replace(b"<gpu_temp>37 C</gpu_temp>", b"<gpu_temp>%d C</gpu_temp>" % celsius)
     f = collect(run_nvidia_smi=lambda: (0, hot, b""), kernel_log={"text": "", "source": "dmesg"})
     assert f["gpus"][0]["temperature_c"] == celsius

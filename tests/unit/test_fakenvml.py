@@ -76,6 +76,9 @@ def device(h):
         "power": call(n.nvmlDeviceGetPowerUsage, h),
         "enforced_limit": call(n.nvmlDeviceGetEnforcedPowerLimit, h),
         "limit": call(n.nvmlDeviceGetPowerManagementLimit, h),
+        "default_limit": call(n.nvmlDeviceGetPowerManagementDefaultLimit, h),
+        "app_clocks": [call(n.nvmlDeviceGetApplicationsClock, h, t) for t in range(3)],
+        "default_app_clocks": [call(n.nvmlDeviceGetDefaultApplicationsClock, h, t) for t in range(3)],
         "throttle": call(n.nvmlDeviceGetCurrentClocksThrottleReasons, h),
         "event_reasons": call(n.nvmlDeviceGetCurrentClocksEventReasons, h),
         "pstate": call(n.nvmlDeviceGetPerformanceState, h),
@@ -181,6 +184,8 @@ def test_expected_profiles_are_bundled():
         "a100-pcie-4x-degraded",
         "rtx4090-riser-x4",
         "h200-1x",
+        "h100-sxm-8x-power-capped",
+        "h100-sxm-8x-clocks-locked",
         "no-driver",
         "driver-mismatch",
         "no-permission",
@@ -239,7 +244,9 @@ def test_h100_node_reads_like_a_healthy_hgx(probe):
     for g in gpus:
         assert g["cc"] == [9, 0]
         assert (g["pcie_curr_gen"], g["pcie_max_gen"], g["pcie_curr_width"], g["pcie_max_width"]) == (5, 5, 16, 16)
-        assert g["enforced_limit"] == g["limit"] == 700000
+        assert g["enforced_limit"] == g["limit"] == g["default_limit"] == 700000
+        # graphics, SM, memory: the applications clocks of the 535.161.08 -q capture, at their defaults
+        assert g["app_clocks"] == g["default_app_clocks"] == [1980, 1980, 2619]
         assert g["persistence"] == 1
         assert g["mig"] == [0, 0]
         assert g["ecc_mode"] == [1, 1]
@@ -301,7 +308,8 @@ def test_rtx4090_on_x4_riser(probe):
     assert all(v == err(NS) for v in gpu["ecc"].values())
     assert gpu["ecc_mode"] == [0, 0]
     assert gpu["mig"] == gpu["mig_max"] == gpu["nvlink"][0] == err(NS)
-    assert (gpu["fan"], gpu["pstate"], gpu["limit"]) == (38, 2, 450000)
+    assert (gpu["fan"], gpu["pstate"], gpu["limit"], gpu["default_limit"]) == (38, 2, 450000, 450000)
+    assert gpu["app_clocks"] == gpu["default_app_clocks"] == [err(NS)] * 3
     assert gpu["processes"] == [
         {"pid": 58130, "usedGpuMemory": 20322 * MIB, "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF}
     ]
@@ -322,7 +330,44 @@ def test_h200_single_gpu_values_from_capture(probe):
     assert [p["pid"] for p in gpu["processes"]] == [10291, 10293, 10309]
     assert gpu["process_names"] == ["/root/tools/memhog", "/root/tools/memhog", "./gpu_burn"]
     assert gpu["pcie_replays"] == err(NS)
+    # R590 drivers report applications clocks as deprecated (the capture: "Requested functionality has been
+    # deprecated"); the power limits are all 700 W.
+    assert gpu["app_clocks"] == gpu["default_app_clocks"] == [err("NVMLError_Deprecated")] * 3
+    assert (gpu["enforced_limit"], gpu["limit"], gpu["default_limit"]) == (700000, 700000, 700000)
     assert sum(p["usedGpuMemory"] for p in gpu["processes"]) == (2566 + 1542 + 28234) * MIB
+
+
+# ------------------------------------------- a throttled box sold as full (power, clocks)
+
+
+def test_power_capped_node_lowers_enforced_and_management_limits_not_the_default(probe):
+    gpus = probe("h100-sxm-8x-power-capped")["gpus"]
+    assert [g["enforced_limit"] for g in gpus] == [350000] * 7 + [640000]
+    assert [g["limit"] for g in gpus] == [g["enforced_limit"] for g in gpus]
+    assert {g["default_limit"] for g in gpus} == {700000}
+    assert {tuple(g["app_clocks"]) for g in gpus} == {(1980, 1980, 2619)}
+
+
+def test_clocks_locked_node_has_low_applications_clocks_and_the_reason_set(probe):
+    gpus = probe("h100-sxm-8x-clocks-locked")["gpus"]
+    for g in gpus:
+        assert g["app_clocks"] == [1005, 1005, 2619]
+        assert g["default_app_clocks"] == [1980, 1980, 2619]
+        assert g["clocks"][:2] == [1005, 1005]
+        assert g["event_reasons"] == g["throttle"] == pynvml.nvmlClocksThrottleReasonApplicationsClocksSetting
+        assert g["enforced_limit"] == g["default_limit"] == 700000
+
+
+def test_new_calls_are_not_supported_when_the_profile_lacks_them(fake_libdir, tmp_path):
+    data = fakenvml.load_profile("h100-sxm-8x-nvswitch")
+    for gpu in data["gpus"]:
+        for key in ("default_power_limit_mw", "applications_clocks_mhz", "default_applications_clocks_mhz"):
+            del gpu[key]
+    path = tmp_path / "bare.json"
+    path.write_text(json.dumps(data))
+    gpu = run_probe(fake_libdir, str(path))[0]["gpus"][0]
+    assert gpu["default_limit"] == err(NS)
+    assert gpu["app_clocks"] == gpu["default_app_clocks"] == [err(NS)] * 3
 
 
 # ----------------------------------------------------------------- init failures

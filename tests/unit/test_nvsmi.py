@@ -36,7 +36,9 @@ def test_a100_xml():
     assert g["memory_total_mib"] == 81920 and g["memory_used_mib"] == 50
     assert g["pcie"]["gen_max"] == 4 and g["pcie"]["width_max"] == 16 and g["pcie"]["width_current"] == 16
     assert g["clocks"] == {"sm_mhz": 1275, "sm_max_mhz": 1410, "mem_mhz": 1593, "mem_max_mhz": 1593}
+    assert g["applications_clocks"] == {"sm_mhz": 1275, "sm_default_mhz": 1275}
     assert g["temperature_c"] == 27 and g["power_draw_w"] == 67.03 and g["power_limit_w"] == 500.0
+    assert g["power_default_limit_w"] == 500.0
     assert g["mig_mode"] == "enabled" and g["mig_devices"] == 4
     assert g["persistence_mode"] is False
     assert g["ecc"]["mode"] == "enabled" and g["ecc"]["volatile_uncorrected"] == 0
