@@ -220,3 +220,27 @@ def test_check_verdicts_script_exit_status(tmp_path):
     assert no.returncode == 3 and "gone  check access / rerun: ssh: timed out" in no.stdout
     missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize(("busbw", "passed"), [(200.0, False), (340.0, True)])
+def test_the_all_reduce_below_its_topology_floor_gives_an_8x_h100_back(busbw, passed):
+    """The pre-check's all-reduce on 8x H100 SXM against NCCL_BUSBW_FLOORS (329 GB/s, sourced): below it the
+    gate fails and the box goes back with the figure; at it, kept."""
+    from gpufleet import gate, specs
+
+    spec = specs.lookup("NVIDIA H100 80GB HBM3", 81559)
+    exp = gate.expectation("nccl_allreduce", spec, gpu_count=8)
+    assert exp["expected"] == 329.0 and "NCCL_BUSBW_FLOORS" in exp["source"]
+    entry = gate.verdict({"test": "nccl_allreduce", "measured": busbw, "expected": exp["expected"], "unit": "GB/s",
+                          "index": None, "device": "cuda"})
+    assert entry["passed"] is passed
+    facts = {"source": "nvml", "gpu_count": 8, "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3",
+                                                       "memory_total_mib": 81559} for i in range(8)],
+             "health": {"status": "ok", "findings": []}}
+    s = report.summarize([{"host": "h100x8", "reachable": True, "failed": False, "gpu": facts,
+                           "gate": [dict(entry, index=0)]}])
+    (h,) = s["hosts"]
+    if passed:
+        assert h["verdict"] == "keep"
+    else:
+        assert h["verdict"].startswith("return to provider: GPU 0: gate nccl_allreduce failed: 200 GB/s < expected 329")
