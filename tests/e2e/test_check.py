@@ -34,10 +34,15 @@ def _check(tmp, *extra, name="run"):
             "hosts": {h["host"]: h for h in data["hosts"]}}
 
 
+# The suite runs beside other suites on 2 cores: a deadline with room, so the verdicts are judged here and the time
+# against the 60 s default is measured by scripts/bench-check on a quiet machine (docs/benchmarks.md).
+ROOMY = "check_deadline_s=180"
+
+
 @pytest.fixture(scope="module")
 def checked(demo_hosts, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("check")
-    return {"run": _check(tmp), "dry": _check(tmp, "--check", name="dry")}
+    return {"run": _check(tmp, "-e", ROOMY), "dry": _check(tmp, "-e", ROOMY, "--check", name="dry")}
 
 
 def _host(hosts, suffix):
@@ -71,7 +76,7 @@ def test_one_line_per_host_and_an_exit_status_scripts_can_use(checked):
     assert run["rc"] != 0  # 03 and 05 are to be given back
     for name, h in run["hosts"].items():
         assert re.search(r"%s\s+%s" % (re.escape(name), re.escape(h["verdict"][:60])), run["out"]), name
-    assert re.search(r"5 host\(s\): \d keep, \d fix here, 2 to give back", run["out"]), run["out"][-2000:]
+    assert re.search(r"5 host\(s\): 3 keep, 0 fix here, 2 to give back", run["out"]), run["out"][-2000:]
 
 
 def test_read_only_changed_0_and_the_same_under_check(checked):
@@ -88,7 +93,7 @@ def test_a_step_past_the_deadline_is_named_and_the_run_goes_on(demo_hosts, tmp_p
     host = next(h for n, h in demo_hosts.items() if n.endswith("-02"))
     host.run("printf '#!/bin/sh\\nsleep 600\\n' > /usr/local/bin/python && chmod 0755 /usr/local/bin/python")
     try:
-        got = _check(tmp_path, "--limit", host.name, "-e", "check_deadline_s=10")
+        got = _check(tmp_path, "-e", "gpufleet_target=%s" % host.name, "-e", "check_deadline_s=10")
     finally:
         host.run("rm -f /usr/local/bin/python")
     h = got["hosts"][host.name]
