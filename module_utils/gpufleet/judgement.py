@@ -230,8 +230,8 @@ def _partitioned(ev):
         if g.get("kind") == "mig":
             parts.append("GPU %s is a MIG slice (%s of its memory)" % (g.get("gpu"), share))
         else:
-            parts.append("GPU %s has %s of %s GiB (%s)" % (g.get("gpu"), _gib(g.get("memory_total_mib")),
-                                                         g.get("spec_memory_gib"), share))
+            parts.append("GPU %s has %s of %s GiB (%s)" % (
+                g.get("gpu"), _gib(g.get("memory_total_mib")), g.get("spec_memory_gib"), share))
     return "; ".join(parts) or None
 
 
@@ -264,8 +264,8 @@ BRIEFS = {
     "gpu_partitioned": _partitioned,
     "container_lost_gpus": _lost,
     "provider_claim_mismatch": _claim,
-    "fewer_gpus_than_rented": lambda ev: "%s GPU(s) visible, %s rented" % (ev.get("gpu_count"),
-                                                                         ev.get("expected_gpu_count")),
+    "fewer_gpus_than_rented": lambda ev: "%s GPU(s) visible, %s rented" % (
+        ev.get("gpu_count"), ev.get("expected_gpu_count")),
     "cpu_only_wheel": lambda ev: "torch %s is a CPU-only build" % ev.get("torch_version"),
     "xid_79_fallen_off_bus": lambda ev: "Xid 79 (GPU fell off the bus): %s" % ", ".join(
         "%s x%s" % kv for kv in sorted((ev.get("xid_counts") or {}).items())),
