@@ -258,8 +258,16 @@ def _claim(ev):
     return "; ".join(parts) or None
 
 
+def _uvm(ev):
+    if ev.get("in_container"):
+        gpus = [n for n in ev.get("device_nodes") or () if str(n)[len("/dev/nvidia"):].isdigit()]
+        return "no /dev/nvidia-uvm beside %d GPU node(s) in this container: CUDA cannot start" % len(gpus)
+    return "nvidia_uvm is not loaded (%s loaded): CUDA cannot start" % ", ".join(ev.get("modules") or ["nvidia"])
+
+
 # Doctor code -> its evidence as a few words in numbers (the verdict quotes it); other codes: their meaning.
 BRIEFS = {
+    "nvidia_uvm_not_loaded": _uvm,
     "gpu_used_by_another_tenant": _tenant,
     "gpu_partitioned": _partitioned,
     "container_lost_gpus": _lost,

@@ -31,7 +31,7 @@ def _check(tmp, *extra, name="run"):
     recap = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
         r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr, "wall": wall, "recap": recap,
-            "hosts": {h["host"]: h for h in data["hosts"]}}
+            "hosts": {h["host"]: h for h in data["hosts"]}, "what_to_do": data["what_to_do"]}
 
 
 # The suite runs beside other suites on 2 cores: a deadline with room, so the verdicts are judged here and the time
@@ -101,3 +101,22 @@ def test_a_step_past_the_deadline_is_named_and_the_run_goes_on(demo_hosts, tmp_p
     h = got["hosts"][host.name]
     assert h["verdict"] == "return to provider: check timed out in step 2 (environment) after 10 s", h["verdict"]
     assert got["rc"] != 0 and got["wall"] < 120
+
+
+def test_a_container_without_its_uvm_node_is_told_to_restart(demo_hosts, tmp_path):
+    """The simulated 8x H100 container with /dev/nvidiactl and its /dev/nvidiaN nodes but no /dev/nvidia-uvm:
+    named from the device nodes (with or without /proc/modules), remedy "restart the container", no return."""
+    host = next(h for n, h in demo_hosts.items() if n.endswith("-04"))
+    host.run("mv /dev/nvidia-uvm /dev/.nvidia-uvm.saved")
+    try:
+        got = _check(tmp_path, "-e", "gpufleet_target=%s" % host.name, "-e", ROOMY)
+    finally:
+        host.run("mv /dev/.nvidia-uvm.saved /dev/nvidia-uvm")
+    h = got["hosts"][host.name]
+    assert h["action"] == "restart the container", (h["verdict"], h["judgement"])
+    assert h["verdict"] == ("restart the container: no /dev/nvidia-uvm beside 8 GPU node(s) in this container: "
+                            "CUDA cannot start"), h["verdict"]
+    (uvm,) = [f for f in h["judgement"] if f["code"] == "nvidia_uvm_not_loaded"]
+    assert uvm["evidence"]["missing"] == ["/dev/nvidia-uvm"] and "/dev/nvidiactl" in uvm["evidence"]["device_nodes"]
+    restart = next(g for g in got["what_to_do"] if g["action"] == "restart the container")
+    assert restart["hosts"] == [host.name] and restart["items"][0]["remedy"].startswith("modprobe nvidia-uvm")

@@ -120,6 +120,11 @@ def test_a_long_verdict_is_cut_to_one_breath_and_keeps_its_count():
      "listing says gpu model H100 SXM, host has NVIDIA A100-SXM4-80GB"),
     ("fewer_gpus_than_rented", {"expected_gpu_count": 8, "gpu_count": 7}, "7 GPU(s) visible, 8 rented"),
     ("cpu_only_wheel", {"torch_version": "2.5.1+cpu"}, "torch 2.5.1+cpu is a CPU-only build"),
+    ("nvidia_uvm_not_loaded", {"in_container": True, "missing": ["/dev/nvidia-uvm"],
+                               "device_nodes": ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]},
+     "no /dev/nvidia-uvm beside 2 GPU node(s) in this container: CUDA cannot start"),
+    ("nvidia_uvm_not_loaded", {"modules": ["nvidia", "nvidia_modeset"]},
+     "nvidia_uvm is not loaded (nvidia, nvidia_modeset loaded): CUDA cannot start"),
     ("no_such_code", {}, "The first sentence"),
     ("gpu_partitioned", {"gpus": "odd"}, "The first sentence"),  # odd evidence: the meaning
 ])
