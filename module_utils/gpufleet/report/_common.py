@@ -12,7 +12,6 @@ SCHEMA = 1
 STATUSES = ("ok", "degraded", "failed", "unreachable", "no-gpu", "unknown")
 # Order of the "hosts to return / fix" list: worst first.
 _BAD_ORDER = {"failed": 0, "no-gpu": 1, "unreachable": 2, "unknown": 3, "degraded": 4}
-_RANK = {"ok": 0, "degraded": 1, "failed": 2}
 
 NOT_REACHED = "no result (host not reached)"
 
@@ -24,7 +23,8 @@ PROVIDER_CODES = frozenset([
     # A throttled box sold as full: the power limit lowered below the model's default, the clocks locked low.
     "power_limit_lowered", "clocks_locked_low",
 ])
-_REASON_SEVERITIES = ("critical", "error", "warning", "unknown")
+# The severities that make a reason (a fault); info findings are notes. One list, the judgement's.
+_REASON_SEVERITIES = _judgement.FAULT_SEVERITIES
 # Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
 NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"])
 # Where a host's facts_read_at comes from: the GPU facts' own time, else the time the report play
