@@ -363,7 +363,7 @@ def _check_findings(entry, check, found):
                       "deadline_s": _price(check.get("deadline_s")),
                       "torch_python": _text(check.get("torch_python")) or None,
                       "probe_run": _flag(check.get("probe_run")) is True}
-    step = _num(_price(check.get("failed_step")))
+    step = _price(check.get("failed_step"))
     if step is not None:
         name = CHECK_STEPS.get(int(step), "?")
         if _flag(check.get("timed_out")):
