@@ -69,6 +69,21 @@ def test_expectation_is_spec_peak_times_class_floor(key, test, expected):
     assert str(exp["peak"]) in exp["source"]
 
 
+def test_sustained_floor_passes_a_power_capped_healthy_h200_and_fails_a_capped_one():
+    # Measured on a lent H200 SXM at its 700 W limit (docs/gpu-validation.md): 751-776 TFLOPS for ~1 s, 655-661
+    # held for 45 s (sw_power_cap, SM 1275-1485 MHz). The bf16 floor (692.3) failed it; 0.85 x that floor does not.
+    h200 = specs.by_key("h200-sxm")
+    exp = gate.expectation("sustained_gemm", h200)["expected"]
+    assert exp == pytest.approx(989 * 0.70 * gate.SUSTAINED_SHARE, rel=1e-3)
+    assert exp < 655 < gate.expectation("bf16_gemm", h200)["expected"]
+    held = [655.6 + (i % 7) for i in range(61)]
+    assert gate.evaluate([raw(0, "sustained_gemm", held)], gpus("h200-sxm"), params())[0]["passed"] is True
+    # the same GPU held at half its power: 460 TFLOPS sustained is caught
+    capped = [460.0 + (i % 7) for i in range(61)]
+    assert gate.evaluate([raw(0, "sustained_gemm", capped)], gpus("h200-sxm"), params())[0]["passed"] is False
+    assert gate.expectation("burn_in_gemm", h200)["expected"] == exp
+
+
 def test_expectation_classes():
     assert gate.gate_class(specs.by_key("h100-sxm")) == "datacenter-hbm"
     assert gate.gate_class(specs.by_key("a100-pcie-80gb")) == "pcie-capped"
