@@ -29,7 +29,7 @@ DEMO_PROVIDER ?=
 DEMO_PROVIDER_KEY := gpufleet-demo-provider-key
 DEMO_INVENTORY := $(if $(DEMO_PROVIDER),inventories/demo-$(DEMO_PROVIDER)/$(DEMO_PROVIDER).yml,inventories/demo)
 
-.PHONY: help bootstrap test-tools images wheelhouse wheelhouse-torch-cuda lint unit syntax collection molecule fleet-tests e2e test quick \
+.PHONY: help bootstrap test-tools test-setup wheels images wheelhouse wheelhouse-torch-cuda lint unit syntax collection molecule fleet-tests e2e test quick \
         demo demo-down clean $(addprefix molecule-,$(ALL_SCENARIOS)) $(ALL_LANES)
 
 help:
@@ -115,7 +115,14 @@ fleet-tests: images wheelhouse
 e2e: demo
 	GPUFLEET_STRICT=1 $(BIN)/pytest -q tests/e2e
 
-test: test-tools images wheelhouse wheelhouse-torch-cuda
+# Set-up of make test: the images and the wheelhouses side by side (each waits mostly on its mirror; the wheelhouses
+# one after the other, as both write .wheelhouse).
+test-setup: test-tools
+	@$(MAKE) --no-print-directory -j2 images wheels
+wheels: wheelhouse
+	@$(MAKE) --no-print-directory wheelhouse-torch-cuda
+
+test: test-setup
 	@rm -f .cache/suites/times .cache/suites/*.why; start=$$(date +%s); \
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) PREPARED=1 GPUFLEET_STRICT=1 $(addprefix lane-,$(LANES)); rc=$$?; \
 	echo "== suite times ($(TEST_JOBS) lanes)"; cat .cache/suites/times 2>/dev/null; \
