@@ -174,7 +174,7 @@ class Fleet:
 
 
 class Runner:
-    """ansible-playbook / ansible with the project's ansible.cfg, isolated per test run."""
+    """ansible-playbook with the project's ansible.cfg, isolated per test run."""
 
     def __init__(self, workdir):
         self.workdir = Path(workdir)
@@ -250,15 +250,12 @@ class Runner:
         (self.workdir / ("run-%02d.out" % self.runs)).write_text(out)
         return killed, out
 
-    def adhoc(self, inventory, pattern, module, args, extra_args=(), timeout=300):
-        """ansible -m module -a args (JSON args); returns (returncode, output)."""
-        self.runs += 1
-        argv = [str(BIN / "ansible"), "-i", str(inventory), pattern, "-m", module,
-                "-a", json.dumps(args) if not isinstance(args, str) else args] + list(extra_args)
-        res = subprocess.run(argv, env=self.env(), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-        out = res.stdout + res.stderr
-        (self.workdir / ("run-%02d.out" % self.runs)).write_text(out)
-        return res.returncode, out
+    def close_connections(self):
+        """End this runner's ssh ControlPersist masters (ssh -O exit), as a connection that is gone would be.
+        A module that a kill caught while its code was still being sent otherwise waits for the rest of it
+        on the host for as long as the master lives (ControlPersist, 30 min)."""
+        for sock in (self.workdir / "cp").glob("*"):
+            sh("ssh", "-o", "ControlPath=%s" % sock, "-O", "exit", "gpufleet-ft", check=False, timeout=30)
 
     def latest_report(self):
         return json.loads((self.report_dir / "latest" / "fleet.json").read_text())

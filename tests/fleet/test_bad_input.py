@@ -4,13 +4,12 @@ anything changes on the host.
 Role inputs: one ansible-playbook run applies tests/fleet/playbooks/apply_role.yml to many inventory
 aliases of one container, each alias with one wrong input as host vars (host vars override role
 defaults exactly as -e does, and one run instead of fifty keeps the suite fast). Module inputs: one
-`ansible -m MODULE -a ARGS` each. For every case: the run fails for that input, with a message
-holding the expected fragment, changed=0, and the checksums of every file the roles write are the
-same before and after.
+generated playbook the same way, an alias per case and one task per case calling the module with the wrong
+arguments on its alias only. For every case: the run fails for that input, with a message holding the
+expected fragment, changed=0, and the checksums of every file the roles write are the same before and after.
 """
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fleetlib as fl
@@ -118,7 +117,7 @@ ROLE_CASES = [
     ("gpu_monitoring", {"gpu_monitoring_nvitop_version": "latest"}, "exact releases"),
 ]
 
-# (module, args, fragment): `ansible -m MODULE -a ARGS` on the host.
+# (module, args, fragment): the module called with args on the host (as `ansible -m MODULE -a ARGS` would).
 MODULE_CASES = [
     ("torch_variant", {"torch_version": "latest", "variant": "cpu"}, "latest"),
     ("torch_variant", {"torch_version": "2.5.1", "variant": "cu999"}, "cu999"),
@@ -194,25 +193,35 @@ def test_role_inputs_are_refused_before_any_change(bad_host):
     assert len(ROLE_CASES) + len(MODULE_CASES) >= 40
 
 
-def _run_module(runner, inventory, module, args):
-    return runner.adhoc(inventory, "all", module, args, extra_args=["--become"])
-
-
 def test_module_inputs_are_refused_before_any_change(bad_host):
+    """One ansible-playbook for all module cases (as for the roles): an alias per case, one task per case
+    calling the module with its arguments on that alias alone (no facts gathered, as `ansible -m` does not)."""
     fleet, host = bad_host
-    inventory = fleet.inventory(fleet.workdir / "modules.json")
-    runner = fl.Runner(fleet.workdir / "modules-run")
+    work = fleet.workdir
+    aliases, tasks = {}, []
+    for n, (module, args, _fragment) in enumerate(MODULE_CASES):
+        alias = "mod-%02d-%s" % (n, module)
+        aliases[alias] = {"ansible_host": "127.0.0.1", "ansible_port": host.port}
+        tasks.append({"name": "%s %s" % (module, json.dumps(args)), module: args,
+                      "when": "inventory_hostname == %s" % json.dumps(alias)})
+    playbook = work / "modules.yml"  # JSON is YAML
+    playbook.write_text(json.dumps([{"name": "Call each module with its wrong arguments", "hosts": "all",
+                                     "gather_facts": False, "become": True, "tasks": tasks}], indent=1))
+    inventory = fleet.inventory(work / "modules.json", extra_hosts=aliases, fleet_hosts=False)
+    runner = fl.Runner(work / "modules-run")
     before = host.checksums(WATCHED)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        results = list(pool.map(lambda c: _run_module(runner, inventory, c[0], c[1]), MODULE_CASES))
+    rc, out, rec = runner.playbook(playbook, inventory, args=["--forks", "8"])
     after = host.checksums(WATCHED)
+    status = json.loads(runner.status_file.read_text())["hosts"]
     problems = []
-    for (module, args, fragment), (rc, out) in zip(MODULE_CASES, results):
-        if rc == 0 or "FAILED!" not in out:
-            problems.append("NOT REFUSED: %s %s:\n%s" % (module, args, out[-600:]))
-        elif fragment not in out:
-            problems.append("unclear message: %s %s: expected %r in:\n%s" % (module, args, fragment, out[-600:]))
-        elif '"changed": true' in out:
+    for (module, args, fragment), alias in zip(MODULE_CASES, aliases):
+        got, said = status.get(alias), fl.failure_text(out, alias)
+        if got is None or got["state"] != "failed":
+            problems.append("NOT REFUSED: %s %s (recap %s)" % (module, args, rec.get(alias)))
+        elif fragment not in got["reason"] and fragment not in " ".join(said.split()):
+            problems.append("unclear message: %s %s: expected %r in:\n%s" % (module, args, fragment, said[-600:]))
+        elif rec.get(alias, {}).get("changed", 1) != 0:
             problems.append("changed before refusing: %s %s" % (module, args))
+    assert rc != 0
     assert not problems, "\n".join(problems)
     assert before == after, "files changed on the host although every module call was refused"

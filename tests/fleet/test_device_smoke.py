@@ -19,13 +19,48 @@ NAME = "%s-device-smoke-%d" % (fl.PREFIX, os.getpid())
 VENV = "/opt/torch/.venv"
 # the device image's Python packages that gpu-smoke's modules and ansible-core use
 DEVICE_PACKAGES = ["torch", "nvidia-ml-py", "jinja2", "pyyaml", "packaging"]
+# _device_image(): tagged <this>-<key of what it was made from>
+DEVICE_IMAGE = "gpufleet/ft-device:12"
+
+
+def _device_image():
+    """IMAGE plus the venv made like the lent machine's python3 (CPU torch and DEVICE_PACKAGES from the
+    wheelhouse, no Ansible), built once per content and reused: the pip install of a 200 MB torch wheel is a
+    third of this file's time. Its tag holds a key of what it was made from (IMAGE's id, VENV, the packages,
+    each wheel's name and size): when any of them changes, a new one is built and the older ones removed."""
+    image = fl.sh("docker", "image", "inspect", "--format", "{{.Id}}", fl.IMAGE).stdout.strip()
+    wheels = sorted("%s:%d" % (w.name, w.stat().st_size) for folder in ("torch", "jupyter")
+                    for w in (fl.WHEELHOUSE / folder).glob("*.whl"))
+    key = fl.sha(json.dumps([image, VENV, DEVICE_PACKAGES, wheels]))[:16]
+    tag = "%s-%s" % (DEVICE_IMAGE, key)
+    if fl.sh("docker", "image", "inspect", tag, check=False).returncode == 0:
+        return tag
+    name = "%s-build-%d" % (NAME, os.getpid())
+    fl.sh("docker", "run", "-d", "--name", name, "--network", "none", fl.IMAGE, "sleep", "infinity")
+    try:
+        fl.sh("docker", "exec", name, "mkdir", "-p", "/wheels")
+        for folder in ("torch", "jupyter"):  # torch and its needs; pyyaml and packaging
+            fl.sh("docker", "cp", str(fl.WHEELHOUSE / folder) + "/.", "%s:/wheels/" % name)
+        fl.sh("docker", "exec", name, "sh", "-c",
+              "python3 -m venv %s && %s/bin/pip install -q --no-index --find-links /wheels %s && rm -rf /wheels"
+              % (VENV, VENV, " ".join(DEVICE_PACKAGES)), timeout=900)
+        fl.sh("docker", "commit", name, tag)
+    finally:
+        fl.sh("docker", "rm", "-f", name, check=False)
+    repo = DEVICE_IMAGE.split(":")[0]
+    older = [t for t in fl.sh("docker", "images", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+             if t.startswith(DEVICE_IMAGE + "-") and t != tag]
+    if older:
+        fl.sh("docker", "rmi", *older, check=False)  # one a neighbouring session still runs stays
+    return tag
 
 
 @pytest.fixture(scope="module")
 def machine(ft_workdir):
+    image = _device_image()
     fl.sh("docker", "rm", "-f", NAME, check=False)
     fl.sh("docker", "run", "-d", "--name", NAME, "--network", "none", "--label", "gpufleet.ft=device-smoke",
-          fl.IMAGE, "sleep", "infinity")
+          image, "sleep", "infinity")
     try:
         listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                                 cwd=fl.ROOT, capture_output=True, check=True).stdout
@@ -36,15 +71,10 @@ def machine(ft_workdir):
         with open(tar, "wb") as out:
             subprocess.run(["tar", "-C", str(fl.ROOT), "--ignore-failed-read", "--warning=no-file-removed",
                             "--null", "-T", "-", "-cf", "-", ".wheelhouse/device"], input=there, stdout=out, check=True)
-        fl.sh("docker", "exec", NAME, "mkdir", "-p", "/repo", "/wheels", "/out")
+        fl.sh("docker", "exec", NAME, "mkdir", "-p", "/repo", "/out")
         fl.sh("docker", "cp", str(tar), "%s:/repo/tree.tar" % NAME)
         fl.sh("docker", "exec", NAME, "tar", "-C", "/repo", "-xf", "/repo/tree.tar")
         fl.sh("docker", "exec", NAME, "rm", "/repo/tree.tar")
-        for folder in ("torch", "jupyter"):  # torch and its needs; pyyaml and packaging
-            fl.sh("docker", "cp", str(fl.WHEELHOUSE / folder) + "/.", "%s:/wheels/" % NAME)
-        fl.sh("docker", "exec", NAME, "sh", "-c",
-              "python3 -m venv %s && %s/bin/pip install -q --no-index --find-links /wheels %s"
-              % (VENV, VENV, " ".join(DEVICE_PACKAGES)), timeout=900)
         yield NAME
     finally:
         fl.sh("docker", "rm", "-f", NAME, check=False)
