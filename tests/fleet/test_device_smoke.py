@@ -110,6 +110,13 @@ def test_device_smoke_runs_facts_doctor_and_the_gate_twice(machine):
         assert len(row["medians"]) == 2 and all(m > 0 for m in row["medians"])
     gate = json.loads(fl.sh("docker", "exec", machine, "cat", "/out/smoke/gpu_gate-2.json").stdout)
     assert {e["test"] for e in gate["ansible_facts"]["gpu_gate"]} == set(rerun)
+    # then the renter's pre-check on the same machine: no GPU here, so check.yml's verdict is to give it back
+    # (exit status 2, which is a verdict, not a failure of the script), from the report's judgement
+    check = json.loads(fl.sh("docker", "exec", machine, "cat", "/out/smoke/check.json").stdout)
+    assert check["rc"] == 2 and "error" not in check, check
+    assert check["verdict"].startswith("return to provider: no GPU"), check["verdict"]
+    assert set(check["check"]["steps"]) >= {"connect", "environment"} and check["check"]["deadline_s"] == 60
+    assert "check.yml: exit 2 in" in res.stdout
 
 
 def test_what_comes_back_fits_the_device_tools_limits(machine):
