@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # Longest first (seconds on 2 cores: docs/benchmarks.md, "make test"), so parallel lanes end together; new scenarios last.
-LONGEST_FIRST := ssh_hardening doctor cuda_links jupyter supervisord gpu_monitoring gate torch \
+LONGEST_FIRST := doctor ssh_hardening cuda_links jupyter supervisord gpu_monitoring gate torch \
                  nvidia_container_toolkit facts
 SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
 # Suites run side by side in this many lanes (make -j; TEST_JOBS=1: one by one), each through
@@ -19,8 +19,11 @@ SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_
 # machine (own containers, SSH ports, work folders). Set-up (images, wheels) runs once, before them. A failed
 # suite does not stop the others (make -k): one run names every failure.
 TEST_JOBS ?= 2
-LANES := $(addprefix molecule-,$(wordlist 1,2,$(SCENARIOS))) fleet-tests e2e \
-         $(addprefix molecule-,$(wordlist 3,99,$(SCENARIOS))) lint unit syntax collection
+# Longest first (make -j starts them in this order as lanes free up): e2e, doctor, the fleet suites, ssh_hardening,
+# then the shorter scenarios with unit among them, the short checks last.
+LANES := e2e $(addprefix molecule-,$(filter doctor,$(SCENARIOS))) fleet-tests \
+         $(addprefix molecule-,$(filter-out doctor,$(wordlist 1,6,$(SCENARIOS)))) unit \
+         $(addprefix molecule-,$(filter-out doctor,$(wordlist 7,99,$(SCENARIOS)))) collection lint syntax
 ALL_LANES := $(sort $(addprefix lane-,$(LANES) $(addprefix molecule-,$(ALL_SCENARIOS))))
 DEMO_HOSTS ?= 5
 # make demo DEMO_PROVIDER=vastai (or runpod): the same fleet, discovered through that inventory plugin pointed at
