@@ -26,20 +26,23 @@ CHECKLIST = ("torch_cuda", "cudnn", "capacity", "features", "access", "image", "
 # A failing item named here is a true finding about the demo host, not a tolerated bug.
 EXPECTED = {
     "01": {  # healthy CPU host by intent: torch's CPU build, Jupyter, the gate in cpu mode
-        "status": "ok", "gpu": False,
+        "release": "12", "status": "ok", "gpu": False,
         # packages warn: the demo's wheelhouse holds torch only, not transformers / datasets / accelerate.
         "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "packages": "warn", "monitoring": "ok",
                       "multi_gpu": "ok"},
     },
-    "02": {  # CPU host by intent, Debian 13, broken CUDA links repaired by cuda_links, no torch
-        "status": "ok", "gpu": False,
+    # 02 runs Debian 11, the older image renters get (OpenSSH 8.4p1, Python 3.9.2; issue 29): every role of
+    # site.yml converges on it (jupyter and the exporter are off by intent: no password, no GPU). torch is off
+    # there: the wheelhouse's torch 2.13 wheel is for Python 3.11 and the release needs 3.10+.
+    "02": {  # CPU host by intent, Debian 11, broken CUDA links repaired by cuda_links, no torch
+        "release": "11", "openssh": "8.4", "python": "3.9", "status": "ok", "gpu": False,
         "checklist": {"access": "ok", "monitoring": "ok", "multi_gpu": "ok"},
     },
     "03": {  # simulated 1x H200 with a CPU-only torch where a CUDA build belongs: the doctor names it.
         # The fake NVML profile is a capture under load (gpu_burn, memhog): processes that are not this host's, so
         # the doctor also finds another tenant on the GPU (provider class): return to provider, and the GPU
         # history puts the box on the known-bad list (item history: fail).
-        "status": "failed", "gpu": True,
+        "release": "12", "status": "failed", "gpu": True,
         "checklist": {"torch_cuda": "fail", "cudnn": "fail", "access": "ok", "monitoring": "ok", "history": "fail"},
         "reason": r"CPU",
     },
@@ -48,11 +51,11 @@ EXPECTED = {
     # --shm-size=1g, as rented GPU containers are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want
     # unlimited) and NCCL cannot be known without torch.
     "04": {  # simulated 8x H100 SXM with NVSwitch, healthy
-        "status": "ok", "gpu": True,
+        "release": "13", "status": "ok", "gpu": True,
         "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn"},
     },
     "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
-        "status": "failed", "gpu": True,
+        "release": "13", "status": "failed", "gpu": True,
         "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn", "history": "fail"},
         "reason": r"off the bus|lost|fallen",
         "scrape_errors": ["gpu_is_lost"],  # the exporter says so too, in gpufleet_gpu_scrape_error_info
@@ -119,6 +122,22 @@ def test_no_drift_line_per_host_without_a_majority(report):
     for name, host in report["hosts"].items():
         noisy = [r for r in host.get("reasons") or [] if "none is the most common" in r]
         assert not noisy, "%s: %s" % (name, noisy)
+
+
+def test_each_host_runs_its_debian_release(expected_hosts):
+    """The releases the demo stands for: 12 and 13, and Debian 11 on host 02 with its old OpenSSH and Python."""
+    got, want = {}, {}
+    for key, host in sorted(expected_hosts.items()):
+        out = host.run(". /etc/os-release && echo $VERSION_ID && ssh -V 2>&1 && python3 -V").stdout.split("\n")
+        got[key] = {"release": out[0]}
+        want[key] = {"release": EXPECTED[key]["release"]}
+        for field, line, pattern in (("openssh", out[1], r"OpenSSH_(\d+\.\d+)"),
+                                     ("python", out[2], r"Python (\d+\.\d+)")):
+            if field in EXPECTED[key]:
+                found = re.match(pattern, line)
+                got[key][field] = found.group(1) if found else line
+                want[key][field] = EXPECTED[key][field]
+    assert got == want
 
 
 @pytest.mark.parametrize("key", sorted(EXPECTED))

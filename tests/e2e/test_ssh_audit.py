@@ -1,7 +1,8 @@
 """The demo fleet against an independent audit: ssh-audit (pinned in requirements.txt), run from the controller
 against every demo host's sshd after `make demo`, finds no fail and no warn, and ssh-audit's built-in policy for the
 host's Debian release passes except for the deviations roles/ssh_hardening/README.md argues, which are listed in
-roles/ssh_hardening/vars/ssh_audit.yml (the same file the molecule verify of ssh_hardening reads).
+roles/ssh_hardening/vars/ssh_audit.yml (the same file the molecule verify of ssh_hardening reads). Debian 11 (demo
+host 02, OpenSSH 8.4p1) has no built-in policy in ssh-audit: it gets the standard audit only (vars/ssh_audit.yml).
 """
 
 import json
@@ -56,9 +57,10 @@ def audits(demo_hosts):
     found = {}
     for name, host in sorted(demo_hosts.items()):
         release = host.run(". /etc/os-release && echo $VERSION_ID").stdout.strip()
-        assert release in AUDIT["policies"], "%s: Debian %r has no ssh-audit policy in vars/ssh_audit.yml" % (
-            name, release)
-        policy = ssh_audit(host, "-P", AUDIT["policies"][release])
+        assert release in AUDIT["release_notes"], "%s: Debian %r is not in vars/ssh_audit.yml" % (name, release)
+        # A release with a built-in policy must be held to it: only one without (Debian 11) goes without.
+        assert (release in AUDIT["policies"]) == (release != "11"), (name, release, AUDIT["policies"])
+        policy = ssh_audit(host, "-P", AUDIT["policies"][release]) if release in AUDIT["policies"] else None
         report = ssh_audit(host)
         wait_for_login(host)
         found[name] = {"release": release, "policy": policy, "report": report}
@@ -105,6 +107,8 @@ def test_policy_for_the_release_passes_but_for_the_argued_deviations(audits):
     problems = []
     for name, audit in sorted(audits.items()):
         policy, release = audit["policy"], audit["release"]
+        if policy is None:  # Debian 11: no built-in policy (the standard audit above still holds it)
+            continue
         argued = {d["field"]: d["kind"] for d in AUDIT["policy_deviations"][release]}
         errors = {e["mismatched_field"]: e for e in policy.get("errors") or []}
         if policy.get("policy") != AUDIT["policies"][release]:
