@@ -1,8 +1,8 @@
 """The demo fleet against an independent audit: ssh-audit (pinned in requirements.txt), run from the controller
-against every demo host's sshd after `make demo`, finds no fail and no warn, and ssh-audit's built-in policy for the
-host's Debian release passes except for the deviations roles/ssh_hardening/README.md argues, which are listed in
-roles/ssh_hardening/vars/ssh_audit.yml (the same file the molecule verify of ssh_hardening reads). Debian 11 (demo
-host 02, OpenSSH 8.4p1) has no built-in policy in ssh-audit: it gets the standard audit only (vars/ssh_audit.yml).
+against every demo host's sshd after `make demo`, finds no fail and no warn but the accepted ones, and ssh-audit's
+built-in policy for the host's Debian release passes except for the deviations roles/ssh_hardening/README.md argues;
+both lists are in roles/ssh_hardening/vars/ssh_audit.yml. Debian 11 (demo host 02, OpenSSH 8.4p1) has no built-in
+policy in ssh-audit: it gets the standard audit only. This is the only ssh-audit run of the test suites.
 """
 
 import json
