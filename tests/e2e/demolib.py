@@ -1,10 +1,12 @@
 """The demo fleet as the end-to-end suite sees it: its inventory, its hosts over SSH, its reports."""
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import yaml
+from gpufleet.audit import ROOT_FREE_MIN_GIB
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "inventories" / "demo" / "hosts.yml"
@@ -46,3 +48,27 @@ def hosts():
 def load_report(folder=None):
     folder = Path(folder or (REPORTS / "latest"))
     return json.loads((folder / "fleet.json").read_text()), folder
+
+
+def _root_free_side(entry):
+    """Which side of the image item's free-disk threshold the host's / stood on (None: not read)."""
+    summary = ((entry.get("checklist") or {}).get("image") or {}).get("summary") or ""
+    found = re.search(r"(?:^|; )/ ([0-9.]+) GiB free", summary)
+    return None if not found else float(found.group(1)) >= ROOT_FREE_MIN_GIB
+
+
+def root_disk_moved(before, after):
+    """Hosts ({name: report entry} twice) whose / crossed the image item's free-disk threshold between two reports.
+
+    The demo hosts are containers on this machine's disk: their / has what the machine has free, and CI's other
+    lane fills that disk while e2e runs. Such a host rightly reads differently in its image item between two runs;
+    every other item and the host's status must still say the same (``statuses``).
+    """
+    return {h for h in before if h in after and _root_free_side(before[h]) != _root_free_side(after[h])}
+
+
+def statuses(hosts, moved=()):
+    """{name: (status, {item: status})}, leaving out the image item of the hosts in ``moved``."""
+    return {h: (e["status"], {k: v["status"] for k, v in (e.get("checklist") or {}).items()
+                              if not (k == "image" and h in moved)})
+            for h, e in hosts.items()}
