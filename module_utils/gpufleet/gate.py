@@ -297,11 +297,14 @@ def allreduce_bus_bytes(nbytes, ranks):
     return float(nbytes) * 2.0 * (ranks - 1) / ranks
 
 
+DROP_MIN_SAMPLES = 6
+
+
 def drop_pct(series):
     """How far the settled value (median of the last third) is below the first samples (median of the first
-    fifth, at least 3), in % of the first; negative when it rose. None with fewer than 6 samples."""
+    fifth, at least 3), in % of the first; negative when it rose. None with fewer than DROP_MIN_SAMPLES."""
     vals = [float(v) for v in series if _is_number(v)]
-    if len(vals) < 6:
+    if len(vals) < DROP_MIN_SAMPLES:
         return None
     head = median(vals[:max(3, len(vals) // 5)])
     tail = median(vals[-max(2, len(vals) // 3):])

@@ -100,7 +100,8 @@ def test_a_step_past_the_deadline_is_named_and_the_run_goes_on(demo_hosts, tmp_p
         host.run("rm -f /usr/local/bin/python")
     h = got["hosts"][host.name]
     assert h["verdict"] == "return to provider: check timed out in step 2 (environment) after 10 s", h["verdict"]
-    assert got["rc"] != 0 and got["wall"] < 120
+    # the deadline stopped it: well before the 600 s sleep (the run's own report and verdict take the rest)
+    assert got["rc"] != 0 and got["wall"] < 300
 
 
 def test_a_container_without_its_uvm_node_is_told_to_restart(demo_hosts, tmp_path):

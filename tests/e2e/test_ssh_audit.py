@@ -28,7 +28,8 @@ def ssh_audit(host, *args):
     OpenSSH >= 9.8 (Debian 13) refuses the auditing address for about 16 s after an audit's dozen connections that
     never authenticate (PerSourcePenalties): a report-less run is retried after a pause.
     """
-    argv = [sys.executable, "-m", "ssh_audit", "-j", *args, "-p", str(host.port), "127.0.0.1"]
+    # -t 30: ssh-audit's 5 s default for connecting and reading is short for a loaded 2-core CI machine
+    argv = [sys.executable, "-m", "ssh_audit", "-j", "-t", "30", *args, "-p", str(host.port), "127.0.0.1"]
     for _ in range(10):
         res = subprocess.run(argv, capture_output=True, text=True, timeout=180)
         if res.returncode != NO_CONNECTION:

@@ -3,6 +3,7 @@ fleet_run: the supervisord inet server password, and jupyter_password once the j
 playbooks/provision.yml), the password appears in no log, report, fact cache, process list or
 world-readable file on the hosts. The run is made with --diff, as people do."""
 
+import os
 from pathlib import Path
 
 import fleetlib as fl
@@ -13,14 +14,17 @@ def _files_with(folder, secret, since=None):
     from then on: the secret is made when the session starts (conftest.SECRET), so an older file cannot
     hold it, and the checkout's .cache (a GB of venvs) is not read through."""
     hits = []
-    for path in Path(folder).rglob("*"):
-        try:
-            if not path.is_file() or path.is_symlink() or (since is not None and path.stat().st_ctime < since):
+    # os.walk, not Path.rglob: another lane may remove a folder under .cache while this walks it (walk skips it)
+    for top, _dirs, names in os.walk(folder):
+        for name in names:
+            path = Path(top, name)
+            try:
+                if not path.is_file() or path.is_symlink() or (since is not None and path.stat().st_ctime < since):
+                    continue
+                if secret.encode() in path.read_bytes():
+                    hits.append(str(path))
+            except OSError:
                 continue
-            if secret.encode() in path.read_bytes():
-                hits.append(str(path))
-        except OSError:
-            continue
     return hits
 
 
