@@ -31,6 +31,11 @@ options:
     description:
       - C(auto) picks the variant from I(driver_version) and I(compute_capabilities) (C(cpu) when the host has no GPU);
         C(cpu) or C(cuXYZ) asks for that build.
+      - C(auto) takes the first build of I(torch_version) that runs every GPU on this driver, in this order - stable
+        before experimental; the driver's own CUDA major run natively (cu121 first, then the newest); that major under
+        minor-version compatibility (oldest CUDA first); older CUDA majors. A build whose architecture list lacks a
+        GPU is never taken. When no build of the release runs the GPUs on this driver, the module fails and names the
+        newest release and variant that would.
       - A requested CUDA variant is checked against the driver and GPUs when the host reports GPUs; when it reports
         none, only the release, the Python and the published variants are checked, with a warning.
     type: str
@@ -276,14 +281,12 @@ def select(p):
     py = p["python_version"] or None
     driver = p["driver_version"] or None
     if requested in ("auto", "cpu") or ccs:
-        prefer = tc.DEFAULT_PREFER
         held = wheelhouse_variants(p["wheelhouse_files"], p["torch_version"]) if requested == "auto" else []
-        if held:
-            # Installing from a wheelhouse: of the builds that fit, take one it holds.
-            prefer = tuple(v for v in held if v != "cpu") + tuple(v for v in tc.DEFAULT_PREFER if v not in held)
+        # Installing from a wheelhouse: of the builds that fit, take one it holds; the solver's own order after.
+        prefer = tuple(v for v in held if v != "cpu")
         selection = tc.solve(driver, ccs, torch_version=p["torch_version"], python_version=py,
                              requested_variant=requested, driver_policy=p["driver_policy"], prefer=prefer)
-        if held and selection["variant"] in held and prefer != tc.DEFAULT_PREFER:
+        if prefer and selection["variant"] in prefer:
             selection["reasons"].append("The wheelhouse holds torch %s builds %s; of the builds that fit, %s is one "
                                         "of them." % (selection["torch_version"], ", ".join(held),
                                                       selection["variant"]))

@@ -1,16 +1,15 @@
 """torch / CUDA / driver compatibility matrix (data) and the solver that picks a wheel for a host.
 
 One source of truth for "which torch wheel can this rented host run". Every row names its source:
-the section of ``shared/reference/cuda-failures-and-compat.md`` it was taken from, and the public
-file that section (or this module, where the reference gives no figure) relies on.
+the public document, file or thread the fact was read in (pytorch/pytorch RELEASE.md and its
+release PRs, ``.ci/manywheel/build_cuda.sh``, NVIDIA's CUDA release notes and compatibility guide).
 
 Conventions
 -----------
 * A *variant* is the PyTorch index's local label: ``cpu``, ``cu118``, ``cu121`` ... The index for a
-  variant is ``https://download.pytorch.org/whl/<variant>`` (reference section 3.3; host as in
-  security-reliability.md section 5.2) and the pin is ``torch==<version>+<variant>``.
-* Driver floors come in two columns (reference section 3.2): ``strict_driver`` is the CUDA toolkit's
-  own "toolkit driver" for the toolkit the wheels are built with; ``minor_floor`` is the CUDA
+  variant is ``https://download.pytorch.org/whl/<variant>`` and the pin is ``torch==<version>+<variant>``.
+* Driver floors come in two columns (CUDA release notes and compatibility guide): ``strict_driver``
+  is the CUDA toolkit's own "toolkit driver" for the toolkit the wheels are built with; ``minor_floor`` is the CUDA
   minor-version-compatibility floor of that CUDA major (450.80.02 for 11.x, 525.60.13 for 12.x,
   580 for 13.x), the floors uv's ``--torch-backend=auto`` encodes. ``solve`` uses the minor floor by
   default (``driver_policy="minor"``) and warns below the strict one; ``driver_policy="strict"``
@@ -19,25 +18,36 @@ Conventions
   ``compute_XY`` PTX shipped with them. A cubin for X.y runs on a GPU of compute capability X.z with
   z >= y; ``sm_90a``-style arch-specific cubins only on exactly X.y; PTX JIT-compiles for any newer
   GPU (CUDA binary-compatibility rules; torch's own ``_check_cubins`` accepts the same major).
-  ``arches=None`` means the reference gives no list: the solver uses such a row only when torch is
-  pinned to that release, with a warning, and never picks it on its own.
-* ``confidence`` is the reference's mark: V checked in a primary source, S secondary, U unverified.
+  Every CUDA row carries its list from its source. A row without one (``arches=None``) is treated as
+  covering no GPU, and the refusal says so; a unit test fails on any such row.
+* ``auto`` ranks the builds of a release that run every GPU on the host's driver (see ``rank_variants``):
+  stable before experimental; then builds of the driver's own CUDA major that it runs natively (its
+  toolkit driver is met), in DEFAULT_PREFER's order (cu121 first: the house pin; then the newest);
+  then builds of that major under minor-version compatibility, oldest CUDA first; then older majors.
+  That is the field's map (vast-ai/base-image ``.github/workflows/promote-pytorch.yml``: driver CUDA
+  12.1-12.6 -> cu126, 12.8-12.9 -> cu128, 13.0-13.1 -> cu130), with the GPU's kernels always checked.
+* ``GPU_DRIVER_FLOORS``: a driver older than the first CUDA release that knows a GPU architecture
+  cannot run that GPU with any build; the solver refuses before looking at wheels.
+* ``confidence``: V checked in a primary source, S secondary, U unverified.
 """
 
 import re
 import shlex
 
-REFERENCE = "shared/reference/cuda-failures-and-compat.md"
-_S31 = REFERENCE + " section 3.1"
-_S32 = REFERENCE + " section 3.2"
-_S33 = REFERENCE + " section 3.3"
-_MOI90 = "moi90/pytorch_compute_capabilities table.md (conda builds, as cited in section 3.1)"
-_BUILD_28 = "pytorch/pytorch .ci/manywheel/build_cuda.sh @00c7a380 (12.6/12.8/12.9 matrix of the 2.8 cycle)"
+_S31 = "pytorch/pytorch RELEASE.md, Release Compatibility Matrix (https://github.com/pytorch/pytorch/blob/main/RELEASE.md)"
+_S32 = ("CUDA Toolkit release notes, toolkit driver table (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/), "
+        "and the CUDA Compatibility guide (https://docs.nvidia.com/deploy/cuda-compatibility/)")
+_S33 = "the PyTorch wheel index https://download.pytorch.org/whl/<variant> (PEP 440 local labels)"
+_MOI90 = "moi90/pytorch_compute_capabilities table.md (conda builds)"
+_BUILD_28 = ("pytorch/pytorch .ci/manywheel/build_cuda.sh @00c7a380 (12.6/12.8/12.9 matrix of the 2.8 cycle: "
+             "12.6 5.0;6.0;7.0;7.5;8.0;8.6;9.0, 12.8 7.0;7.5;8.0;8.6;9.0;10.0;12.0, 12.9 the same with 12.0+PTX)")
 _BUILD_29 = "pytorch/pytorch .ci/manywheel/build_cuda.sh @799d09f2 (12.6/12.8/12.9/13.0 matrix of the 2.9 cycle)"
 
 INDEX_BASE = "https://download.pytorch.org/whl"
 DEFAULT_TORCH = "2.5.1"
-DEFAULT_PREFER = ("cu121", "cu124", "cu126", "cu128", "cu118", "cu129", "cu130", "cu132")
+# Order among the builds a driver runs natively (see rank_variants): cu121 first (the house pin, torch
+# 2.5.1+cu121), then the newest; cu129 (2.8's experimental build) and cu118 last.
+DEFAULT_PREFER = ("cu121", "cu124", "cu128", "cu126", "cu130", "cu132", "cu129", "cu118")
 DRIVER_POLICIES = ("minor", "strict")
 
 
@@ -69,26 +79,27 @@ def _cuda(**kw):
 CUDA_VARIANTS = {r["variant"]: r for r in [
     _cuda(variant="cu118", cuda="11.8", toolkit="11.8.0", strict_driver="520.61.05", minor_floor="450.80.02",
           confidence="V", source=_S32 + " (11.8 row); toolkit 11.8.0 -> 520.61.05 per replicate/monobase "
-          "torch_cuda_deps (section 3.1)", notes="minor floor: 11.x family, drivers >= 450.80.02"),
+          "torch_cuda_deps", notes="minor floor: 11.x family, drivers >= 450.80.02"),
     _cuda(variant="cu121", cuda="12.1", toolkit="12.1.1", strict_driver="530.30.02", minor_floor="525.60.13",
-          confidence="V", source=_S32 + " (12.1 GA / U1 row); toolkit 12.1.1 -> 530.30.02 per monobase (section 3.1)"),
+          confidence="V", source=_S32 + " (12.1 GA / U1 row); toolkit 12.1.1 -> 530.30.02 per monobase"),
     _cuda(variant="cu124", cuda="12.4", toolkit="12.4.1", strict_driver="550.54.15", minor_floor="525.60.13",
           confidence="V", source=_S32 + " (12.4 GA 550.54.14 / U1 550.54.15); torch builds with 12.4.1 -> "
-          "550.54.15 per monobase (section 3.1)"),
+          "550.54.15 per monobase"),
     _cuda(variant="cu126", cuda="12.6", toolkit="12.6.3", strict_driver="560.35.05", minor_floor="525.60.13",
-          confidence="V", source=_S32 + " (12.6 U3 560.35.05); RELEASE.md lists 12.6.3 (section 3.1)"),
+          confidence="V", source=_S32 + " (12.6 U3 560.35.05); RELEASE.md lists 12.6.3"),
     _cuda(variant="cu128", cuda="12.8", toolkit="12.8", strict_driver="570.26", minor_floor="525.60.13",
           confidence="S", source=_S32 + " (12.8 GA 570.26 / U1 570.124.06)",
-          notes="which 12.8 update torch builds with is not in the reference: GA driver kept"),
+          notes="which 12.8 update torch builds with was not read from a source: GA driver kept"),
     _cuda(variant="cu129", cuda="12.9", toolkit="12.9", strict_driver="575.51.03", minor_floor="525.60.13",
           confidence="S", source=_S32 + " (12.9 GA 575.51.03 / U1 575.57.08)",
-          notes="which 12.9 update torch builds with is not in the reference: GA driver kept"),
+          notes="which 12.9 update torch builds with was not read from a source: GA driver kept"),
     _cuda(variant="cu130", cuda="13.0", toolkit="13.0.2", strict_driver="580.95.05", minor_floor="580",
           confidence="V", source=_S32 + " (13.0 U2 580.95.05; 13.x minor floor >= 580); RELEASE.md lists 13.0.2 "
-          "(section 3.1)"),
+          ""),
     _cuda(variant="cu132", cuda="13.2", toolkit="13.2", strict_driver=None, minor_floor="580",
-          confidence="U", source=_S32 + " (13.x minor floor >= 580); " + _S33 + " (cu132 implied for 2.12+)",
-          notes="the 13.2 toolkit driver is not in the reference: no strict floor"),
+          confidence="U", source=_S32 + " (13.x minor floor >= 580); pytorch/pytorch PR #182849 (13.2.1 builds "
+          "from 2.12)",
+          notes="the 13.2 toolkit driver was not read from a source: no strict floor"),
 ]}
 
 # ---- torch releases: Python range, default patch, PyPI default build -----------------------------
@@ -108,11 +119,11 @@ def _release(**kw):
     return row
 
 
-_PATCH_X0 = "X.Y.0: the release itself; later patch releases are not in the reference"
+_PATCH_X0 = "X.Y.0: the release itself; later patch releases are not in the table"
 
 # ``patch`` is what ``solve`` installs when only the series is known; a pinned patch of the same
 # series is accepted as given. ``pypi_default`` is the CUDA variant PyPI's unlabeled Linux x86_64
-# wheel is built with, where the reference says it; None: not in the reference.
+# wheel is built with, where a source says it; None: not known.
 RELEASES = [
     _release(series="2.1", patch="2.1.2", python_min="3.8", python_max="3.11", pypi_default="cu121",
              confidence="V", source=_S31 + " (2.1 row); patch per " + _MOI90,
@@ -143,12 +154,12 @@ RELEASES = [
              confidence="V", source=_S31 + " (2.12 row)", notes=_PATCH_X0),
     _release(series="2.13", patch="2.13.0", python_min="3.10", python_max="3.15",
              confidence="V", source=_S31 + " (2.13 row)", notes=_PATCH_X0),
-    # pypi_default: the reference (RFC #190355) names cu132, but PyPI's torch-2.14.1 cp311 manylinux_2_28
+    # pypi_default: pytorch/pytorch RFC #190355 names cu132, but PyPI's torch-2.14.1 cp311 manylinux_2_28
     # x86_64 wheel itself is the cu130 build: its torch/version.py reads 2.14.1+cu130, cuda 13.0, and it
     # requires cuda-toolkit==13.0.3 and the nvidia-*-cu13 libraries (read from the wheel, 2026-11-29).
     _release(series="2.14", patch="2.14.1", python_min="3.10", python_max="3.15", pypi_default="cu130",
              confidence="V", source=_S31 + " (2.14 row); PyPI's torch-2.14.1 wheel (torch/version.py: "
-             "2.14.1+cu130) for the PyPI build, where the reference's RFC #190355 says cu132; " + _S33,
+             "2.14.1+cu130) for the PyPI build, where pytorch/pytorch RFC #190355 says cu132; " + _S33,
              notes="2.14.1 is the release read from PyPI's wheel."),
 ]
 
@@ -178,10 +189,24 @@ _A26 = _sm("50", "60", "70", "75", "80", "86", "90")                       # 2.6
 _A26_118 = _sm("37", "50", "60", "70", "75", "80", "86", "90")             # 2.6-2.7 cu118
 _A27_128 = _sm("75", "80", "86", "90", "100", "120")                       # 2.7 cu128
 _A28_128 = _sm("70", "75", "80", "86", "90", "100", "120")                 # 2.8-2.9 cu128 / cu129
-_A29_130 = _sm("75", "80", "86", "90", "100", "120")                       # 2.9 cu130 (x86_64)
+_A29_130 = _sm("75", "80", "86", "90", "100", "120")                       # 2.9-2.14 cu130, 2.12-2.14 cu132
+_A211_128 = _sm("75", "80", "86", "90", "100", "120")                      # 2.11 cu128 (Volta dropped)
 _PTX120 = ("compute_120",)
 
-_NO_LIST = "no architecture list for this build in the reference"
+# Arch lists of 2.10 and later: PyTorch's "PyTorch CUDA Support Matrix" in RELEASE.md, read in the release
+# PRs that wrote it (Linux x86_64 rows), and .ci/manywheel/build_cuda.sh where a stored copy exists.
+_RM = "pytorch/pytorch RELEASE.md 'PyTorch CUDA Support Matrix'"
+_ARCH_210 = (_RM + " 'For Release 2.9 and 2.10' (the text https://github.com/pytorch/pytorch/pull/175253 replaces: "
+             "12.6.3 Maxwell(5.0)..Hopper(9.0); 12.8.1 Volta(7.0)..Blackwell(10.0, 12.0); 13.0 Turing(7.5).."
+             "Blackwell(10.0, 12.0+PTX), +PTX on Linux); pytorch/pytorch .ci/manywheel/build_cuda.sh @799d09f2")
+_ARCH_211 = (_RM + " for 2.11, https://github.com/pytorch/pytorch/pull/175253 (12.8.1 drops Volta: "
+             "Turing(7.5)..Blackwell(10.0, 12.0), no PTX; 13.0.2 Turing(7.5)..Blackwell(10.0, 12.0+PTX)); "
+             "RFC https://github.com/pytorch/pytorch/issues/172352")
+_ARCH_212 = (_RM + " for 2.12, https://github.com/pytorch/pytorch/pull/182849 (12.8 removed; 13.0.2 and 13.2.1 "
+             "Turing(7.5)..Blackwell(10.0, 12.0+PTX), +PTX on Linux)")
+_ARCH_213 = (_RM + " 'for 2.12 and 2.13', https://github.com/pytorch/pytorch/pull/187075 (same rows as 2.12)")
+_ARCH_214 = (_RM + " 'For Release 2.12, 2.13 and 2.14', https://github.com/pytorch/pytorch/pull/197555 (2.13 and 2.14 "
+             "the same); RFC https://github.com/pytorch/pytorch/issues/190355")
 
 WHEELS = [
     _wheel(torch="2.1", variant="cu118", status="stable", arches=_A118, confidence="V",
@@ -232,35 +257,65 @@ WHEELS = [
            source=_S31 + " (2.9 row); arches: " + _BUILD_29),
     _wheel(torch="2.9", variant="cu130", status="experimental", arches=_A29_130, ptx=_PTX120, confidence="S",
            source=_S31 + " (2.9 row); arches: " + _BUILD_29 + " (13.0: 7.5-12.0+PTX)"),
-    _wheel(torch="2.10", variant="cu126", status="stable", confidence="V", source=_S31 + " (2.10 row)", notes=_NO_LIST),
-    _wheel(torch="2.10", variant="cu128", status="stable", confidence="V", source=_S31 + " (2.10 row)", notes=_NO_LIST),
-    _wheel(torch="2.10", variant="cu130", status="experimental", confidence="V", source=_S31 + " (2.10 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.11", variant="cu126", status="published", confidence="V", source=_S31 + " (2.11 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.11", variant="cu128", status="published", confidence="V", source=_S31 + " (2.11 row)",
-           notes=_NO_LIST + "; Volta dropped from this build (PR #175253)"),
-    _wheel(torch="2.11", variant="cu130", status="published", confidence="V", source=_S31 + " (2.11 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.12", variant="cu126", status="stable", confidence="V", source=_S31 + " (2.12 row)", notes=_NO_LIST),
-    _wheel(torch="2.12", variant="cu130", status="stable", confidence="V", source=_S31 + " (2.12 row)", notes=_NO_LIST),
-    _wheel(torch="2.12", variant="cu132", status="experimental", confidence="V", source=_S31 + " (2.12 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.13", variant="cu126", status="published", confidence="V", source=_S31 + " (2.13 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.13", variant="cu130", status="published", confidence="V", source=_S31 + " (2.13 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.13", variant="cu132", status="experimental", confidence="V", source=_S31 + " (2.13 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.14", variant="cu126", status="legacy", confidence="V", source=_S31 + " (2.14 row)", notes=_NO_LIST),
-    _wheel(torch="2.14", variant="cu130", status="published", confidence="V", source=_S31 + " (2.14 row)",
-           notes=_NO_LIST),
-    _wheel(torch="2.14", variant="cu132", status="default", confidence="V", source=_S31 + " (2.14 row)",
-           notes=_NO_LIST),
+    _wheel(torch="2.10", variant="cu126", status="stable", arches=_A26, confidence="V",
+           source=_S31 + " (2.10 row); arches: " + _ARCH_210),
+    _wheel(torch="2.10", variant="cu128", status="stable", arches=_A28_128, confidence="V",
+           source=_S31 + " (2.10 row); arches: " + _ARCH_210),
+    _wheel(torch="2.10", variant="cu130", status="experimental", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.10 row); arches: " + _ARCH_210),
+    _wheel(torch="2.11", variant="cu126", status="published", arches=_A26, confidence="V",
+           source=_S31 + " (2.11 row); arches: " + _ARCH_211),
+    _wheel(torch="2.11", variant="cu128", status="published", arches=_A211_128, confidence="V",
+           source=_S31 + " (2.11 row); arches: " + _ARCH_211, notes="last release with cu128; Volta dropped"),
+    _wheel(torch="2.11", variant="cu130", status="published", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.11 row); arches: " + _ARCH_211),
+    _wheel(torch="2.12", variant="cu126", status="stable", arches=_A26, confidence="V",
+           source=_S31 + " (2.12 row); arches: " + _ARCH_212),
+    _wheel(torch="2.12", variant="cu130", status="stable", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.12 row); arches: " + _ARCH_212),
+    _wheel(torch="2.12", variant="cu132", status="experimental", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.12 row); arches: " + _ARCH_212),
+    _wheel(torch="2.13", variant="cu126", status="published", arches=_A26, confidence="V",
+           source=_S31 + " (2.13 row); arches: " + _ARCH_213),
+    _wheel(torch="2.13", variant="cu130", status="published", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.13 row); arches: " + _ARCH_213),
+    _wheel(torch="2.13", variant="cu132", status="experimental", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.13 row); arches: " + _ARCH_213),
+    _wheel(torch="2.14", variant="cu126", status="legacy", arches=_A26, confidence="V",
+           source=_S31 + " (2.14 row); arches: " + _ARCH_214),
+    _wheel(torch="2.14", variant="cu130", status="published", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.14 row); arches: " + _ARCH_214),
+    _wheel(torch="2.14", variant="cu132", status="default", arches=_A29_130, ptx=_PTX120, confidence="V",
+           source=_S31 + " (2.14 row); arches: " + _ARCH_214),
 ]
 # Every release also has CPU wheels on the cpu index (section 3.3 lists the ``cpu`` variant).
 WHEELS += [_wheel(torch=r["series"], variant="cpu", status="published", arches=(), confidence="V",
                   source=_S33 + " (cpu index)") for r in RELEASES]
+
+# ---- GPU architectures a driver must know ------------------------------------------------------
+# A driver runs no GPU newer than its CUDA release: the floor is the toolkit driver of the first CUDA
+# release with the architecture's target (a lower bound; a given SKU may need a later driver of that
+# branch). Only the architectures a 525+ driver (the CUDA 12 floor) may not know are listed.
+_GPU_FIELDS = ("cc", "name", "cuda", "driver", "confidence", "source")
+_BW_SRC = ("CUDA 12.8 release notes (sm_100 / sm_120 targets added); the CUDA 12.8 GA toolkit driver 570.26 "
+           "(CUDA_VARIANTS cu128); as read in rapids-cmake set_architectures.cmake "
+           "(https://github.com/rapidsai/rapids-cmake/pull/746: 100 and 120 need CUDA >= 12.8.0)")
+GPU_DRIVER_FLOORS = [dict(zip(_GPU_FIELDS, row)) for row in (
+    ((10, 0), "Blackwell (B200, GB200)", "12.8", "570.26", "S", _BW_SRC),
+    ((12, 0), "Blackwell (RTX 50xx, RTX PRO 6000)", "12.8", "570.26", "S", _BW_SRC),
+    ((10, 3), "Blackwell Ultra (B300, GB300)", "12.9", "575.51.03", "S",
+     "CUDA 12.9 is the first toolkit with compute_103 (https://github.com/sonots/cumo/pull/156: 'CUDA 12.8 does not "
+     "support compute_103'); the CUDA 12.9 GA toolkit driver 575.51.03 (CUDA_VARIANTS cu129)"),
+)]
+
+
+def gpu_driver_floor(cc):
+    """The GPU_DRIVER_FLOORS row of compute capability ``cc`` ((10, 0)), or None when any 525+ driver knows it."""
+    for row in GPU_DRIVER_FLOORS:
+        if row["cc"] == tuple(cc):
+            return row
+    return None
+
 
 _ARCH_NAMES = ((3, None, "Kepler"), (5, None, "Maxwell"), (6, None, "Pascal"), (7, 5, "Turing"), (7, None, "Volta"),
                (8, 9, "Ada Lovelace"), (8, None, "Ampere"), (9, None, "Hopper"), (10, None, "Blackwell"),
@@ -478,7 +533,7 @@ def _evaluate(rel, w, version, driver, ccs, py, policy, driver_text=None, pinned
                             "(Triton) may fail, so prefer a driver >= %s"
                             % (dtext, strict, cuda_row["cuda"], label, strict))
         elif strict is None:
-            warnings.append("the toolkit driver for CUDA %s is not in the reference: only the %s floor %s was "
+            warnings.append("the toolkit driver for CUDA %s is not in the table: only the %s floor %s was "
                             "checked" % (cuda_row["cuda"], why, floor))
     uncovered, unknown = [], False
     for cc in ccs:
@@ -507,11 +562,10 @@ def _evaluate(rel, w, version, driver, ccs, py, policy, driver_text=None, pinned
         if hint:
             msg += ": use torch >= %s with %s" % hint
         problems.append(("arch", msg))
-    if unknown and not pinned:
-        problems.append(("unknown", "kernel coverage of torch %s is not in the table: pin torch to use it" % label))
-    elif unknown:
-        warnings.append("kernel coverage of torch %s is not in the table: check torch.cuda.get_arch_list() after "
-                        "install" % label)
+    if unknown:
+        # A row without its arch list covers no GPU: installing it would be a guess.
+        problems.append(("arch", "torch %s has no architecture list in the table, so it is treated as covering no "
+                         "GPU: add the list from its source (RELEASE.md's CUDA support matrix) first" % label))
     return problems, warnings, reasons
 
 
@@ -525,23 +579,111 @@ def _candidate_series(pinned):
     return order[i:] + list(reversed(order[:i]))
 
 
-def _ordered_variants(series, requested, prefer):
-    published = [w["variant"] for w in wheels_for(series) if w["variant"] != "cpu"]
+def _cuda_tuple(variant):
+    return tuple(int(p) for p in CUDA_VARIANTS[variant]["cuda"].split("."))
+
+
+def driver_cuda(driver):
+    """What a driver runs, from the table: {"major": CUDA major under minor-version compatibility,
+    "native": newest CUDA version (tuple) whose toolkit driver it meets}; None values when below every floor."""
+    drv = parse_driver(driver) if not isinstance(driver, tuple) else driver
+    majors = [_cuda_tuple(v)[0] for v, row in CUDA_VARIANTS.items() if drv >= parse_driver(row["minor_floor"])]
+    native = [_cuda_tuple(v) for v, row in CUDA_VARIANTS.items()
+              if row["strict_driver"] and drv >= parse_driver(row["strict_driver"])]
+    return {"major": max(majors) if majors else None, "native": max(native) if native else None}
+
+
+def _tier(variant, driver):
+    """0: the driver's CUDA major, run natively; 1: that major, minor-version compatibility; 2: an older
+    major; 3: a newer major (the driver cannot run it)."""
+    if driver is None:
+        return 0
+    dc = driver_cuda(driver)
+    major = _cuda_tuple(variant)[0]
+    if dc["major"] is None or major > dc["major"]:
+        return 3
+    if major < dc["major"]:
+        return 2
+    strict = CUDA_VARIANTS[variant]["strict_driver"]
+    return 0 if strict and driver >= parse_driver(strict) else 1
+
+
+def _why_variant(series, variant, driver, driver_text):
+    """One sentence: why ``auto`` took ``variant`` among the builds of ``series`` that run here."""
+    cuda = CUDA_VARIANTS[variant]["cuda"]
+    tier = _tier(variant, driver)
+    if tier == 0:
+        why = "driver %s runs its CUDA %s natively" % (driver_text, cuda)
+    elif tier == 1:
+        why = ("driver %s runs no CUDA %s build of torch %s natively, and %s is the oldest CUDA it runs through "
+               "minor-version compatibility" % (driver_text, cuda.split(".")[0], series, cuda))
+    else:
+        why = ("no build of torch %s for the driver's own CUDA major runs every GPU here, and driver %s runs CUDA %s"
+               % (series, driver_text, cuda))
+    return "Of torch %s's builds that run here, %s is preferred: %s." % (series, variant, why)
+
+
+def rank_variants(series, driver=None):
+    """The CUDA builds of ``series``, in the order ``auto`` tries them on ``driver`` (a tuple or None).
+
+    Stable before experimental; then the driver's own CUDA major run natively (DEFAULT_PREFER order:
+    cu121, then the newest), then that major under minor-version compatibility (oldest CUDA first), then
+    older majors (DEFAULT_PREFER order). The field's map (vast-ai/base-image promote-pytorch.yml: driver
+    CUDA 12.1-12.6 -> cu126, 12.8-12.9 -> cu128, 13.0-13.1 -> cu130) is this order on current releases.
+    """
+    order = list(DEFAULT_PREFER)
+
+    def key(w):
+        v = w["variant"]
+        tier = _tier(v, driver)
+        within = _cuda_tuple(v) if tier == 1 else (order.index(v) if v in order else len(order),)
+        return (w["status"] == "experimental", tier, within, v)
+
+    return [w["variant"] for w in sorted((w for w in wheels_for(series) if w["variant"] in CUDA_VARIANTS), key=key)]
+
+
+def _ordered_variants(series, requested, prefer, driver=None):
     if requested != "auto":
         return [requested]
-    ranked = [v for v in prefer if v in published]
-    ranked += sorted(v for v in published if v not in ranked)
-    return ranked
+    ranked = rank_variants(series, driver)
+    first = [v for v in (prefer or ()) if v in ranked]
+    return first + [v for v in ranked if v not in first]
+
+
+def newest_runnable(driver_version, compute_capabilities, python_version=None, driver_policy="minor"):
+    """The newest (release, variant) in the table that runs every GPU on this driver (and Python, when
+    given), as {"torch_version", "variant", "requirement", "index_url"}; None when no build does."""
+    driver = parse_driver(driver_version)
+    ccs = [parse_cc(c) for c in compute_capabilities or []]
+    py = parse_python(python_version) if python_version not in (None, "") else None
+    if any(_gpu_too_new(driver, cc) for cc in ccs):
+        return None
+    for rel in reversed(RELEASES):
+        for variant in rank_variants(rel["series"], driver):
+            problems, _unused, _unused = _evaluate(rel, wheel(rel["series"], variant), rel["patch"], driver, ccs, py,
+                                                   driver_policy)
+            if not problems:
+                return {"torch_version": rel["patch"], "variant": variant,
+                        "requirement": "torch==%s+%s" % (rel["patch"], variant), "index_url": index_url(variant)}
+    return None
+
+
+def _gpu_too_new(driver, cc):
+    row = gpu_driver_floor(cc)
+    return row if row and driver < parse_driver(row["driver"]) else None
 
 
 def solve(driver_version, compute_capabilities, torch_version=None, python_version=None, requested_variant="auto",
-          prefer=DEFAULT_PREFER, driver_policy="minor"):
+          prefer=(), driver_policy="minor"):
     """Pick the torch wheel for a host, or raise NoCompatibleWheel saying why.
 
     ``driver_version``: the NVIDIA driver ("535.129.03") or None; ``compute_capabilities``: one per
     GPU ("8.0", (9, 0), ...), empty when the host has none; ``torch_version``: a pin ("2.5.1",
     "2.5", "2.5.1+cu121") or None for the house default; ``requested_variant``: "auto", "cpu" or
-    "cuXYZ"; ``prefer``: CUDA variants in the order to try within a release.
+    "cuXYZ"; ``prefer``: CUDA variants to try first within a release, in this order (a wheelhouse's
+    builds); the others follow in ``rank_variants`` order. With ``auto`` the pick is the first build in
+    that order that runs every GPU on this driver; when none of the release's builds does, the refusal
+    names the newest build in the table that would (``newest_runnable``).
     """
     if driver_policy not in DRIVER_POLICIES:
         raise InvalidInput("driver_policy must be one of %s" % ", ".join(DRIVER_POLICIES))
@@ -579,12 +721,20 @@ def solve(driver_version, compute_capabilities, torch_version=None, python_versi
         raise NoCompatibleWheel("the host reports GPUs (compute capability %s) but no NVIDIA driver version: "
                                 "install or repair the driver first, or request variant cpu"
                                 % ", ".join(_cc_text(c) for c in ccs))
+    if not want_cpu:
+        for cc in ccs:
+            row = _gpu_too_new(driver, cc)
+            if row:
+                raise NoCompatibleWheel(
+                    "GPU compute capability %s (%s) needs driver >= %s (CUDA %s, the first CUDA release with its "
+                    "kernels); driver %s cannot run it with any torch build: update the driver to >= %s"
+                    % (_cc_text(cc), row["name"], row["driver"], row["cuda"], driver_text, row["driver"]))
 
     failures = []
     for series in _candidate_series(pinned_series):
         rel = release(series)
         version = pinned_release or rel["patch"]
-        variants = ["cpu"] if want_cpu else _ordered_variants(series, requested, prefer)
+        variants = ["cpu"] if want_cpu else _ordered_variants(series, requested, prefer, driver)
         for variant in variants:
             w = wheel(series, variant)
             if w is None:
@@ -600,9 +750,20 @@ def solve(driver_version, compute_capabilities, torch_version=None, python_versi
             if problems:
                 failures.append((series, variant, problems))
                 continue
+            if requested == "auto" and not want_cpu:
+                reasons = [_why_variant(series, variant, driver, driver_text)] + reasons
             return _result(rel, version, variant, reasons, warnings, failures, pinned_series, requested,
                            driver_policy, pinned_release is not None)
-    raise NoCompatibleWheel(_failure_message(failures, py))
+    message = _failure_message(failures, py)
+    if not want_cpu and any(p[0] in ("arch", "driver") for _unused, _unused, probs in failures for p in probs):
+        newest = newest_runnable(driver_text, ccs, python_version=python_version, driver_policy=driver_policy)
+        if newest:
+            message += ("; the newest build in the table that runs %s on driver %s%s is torch %s+%s (%s from %s)"
+                        % (_describe_ccs(ccs), driver_text, " with Python %s" % _pytext(py) if py else "",
+                           newest["torch_version"], newest["variant"], newest["requirement"], newest["index_url"]))
+        else:
+            message += "; no build in the table runs %s on driver %s" % (_describe_ccs(ccs), driver_text)
+    raise NoCompatibleWheel(message)
 
 
 def _result(rel, version, variant, reasons, warnings, failures, pinned_series, requested, policy, pinned_full):
@@ -658,11 +819,13 @@ def _failure_message(failures, py):
     if all(only("missing", probs) for _unused, _unused, probs in rest):
         return rest[0][2][0][1]
     rest = [f for f in rest if not only("missing", f[2])]
+    driver_probs = [p for _unused, _unused, probs in rest for p in probs if p[0] == "driver"]
     for _unused, _unused, probs in rest:
         if only("arch", probs):
+            if driver_probs:  # the other builds need a newer driver: say both
+                return probs[0][1] + "; " + min(driver_probs, key=lambda p: parse_driver(p[2]))[1]
             return probs[0][1]
     if all(has("driver", probs) for _unused, _unused, probs in rest):
-        driver_probs = [p for _unused, _unused, probs in rest for p in probs if p[0] == "driver"]
         return min(driver_probs, key=lambda p: parse_driver(p[2]))[1]
     return "no torch wheel fits this host: " + "; ".join(p[1] for p in rest[0][2])
 
@@ -674,8 +837,8 @@ _UNSET = object()
 def check_label(version_string, expected_variant, cuda_version=_UNSET):
     """Does installed ``torch.__version__`` match ``expected_variant``? Returns (ok, message).
 
-    Pass ``cuda_version`` (``torch.version.cuda``: "12.1", or None for a CPU build) when known: the
-    reference (section 3.3) says to verify with it, not with the version string alone. An unlabeled
+    Pass ``cuda_version`` (``torch.version.cuda``: "12.1", or None for a CPU build) when known: PyPI's
+    wheels carry no local label, so verify with it, not with the version string alone. An unlabeled
     version is a PyPI build, the default CUDA build on Linux x86_64 for 2.x.
     """
     try:
@@ -753,8 +916,8 @@ def validate_request(requirements, index_url=None, extra_args=None, variant=None
     """Problems with a torch install request, as [{"code", "message", "item"}]; empty when it is safe.
 
     Refuses: a requirement that is not an exact ``name==X.Y.Z[+local]`` pin, ``--extra-index-url``
-    anywhere (dependency confusion: the Dec 2022 torchtriton compromise, security-reliability.md 5.1
-    and 5.2), ``--trusted-host``, an index URL that is not https, and a local label that contradicts
+    anywhere (dependency confusion: the Dec 2022 torchtriton compromise, pytorch/pytorch PR #91539
+    renamed the package), ``--trusted-host``, an index URL that is not https, and a local label that contradicts
     the variant (from ``variant`` or the index URL's last path segment).
     """
     problems = []

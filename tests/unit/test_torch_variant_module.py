@@ -176,3 +176,24 @@ def test_installed_pypi_build_checked_by_its_version_and_cuda(tmp_path):
     ok, res = run_module(tmp_path, dict(H200, torch_version="2.14.1", variant="cu130", python_version="3.11",
                                         installed={"version": "2.13.0+cpu", "cuda": None}))
     assert not ok and "2.13.0+cpu" in res["msg"]
+
+
+# Issue 36: variant auto never installs a torch the GPU cannot run (each of these picked torch==2.14.1+cu126 before).
+@pytest.mark.parametrize("gpu, driver, cc, picked", [
+    ("RTX 5090", "575.57.08", "12.0", None),            # no 2.14.1 build runs it on this driver
+    ("B200", "580.95.05", "10.0", "torch==2.14.1+cu130"),
+    ("H100", "535.183.01", "9.0", "torch==2.14.1+cu126"),
+    ("RTX 4090", "550.54.15", "8.9", "torch==2.14.1+cu126"),
+])
+def test_auto_picks_a_build_that_runs_the_gpu(tmp_path, gpu, driver, cc, picked):
+    ok, res = run_module(tmp_path, {"torch_version": "2.14.1", "variant": "auto", "python_version": "3.11",
+                                    "driver_version": driver, "compute_capabilities": [cc]})
+    if picked is None:
+        assert not ok
+        assert "12.0 (Blackwell) has no kernels in torch 2.14.1+cu126" in res["msg"]
+        assert "is torch 2.11.0+cu128 (torch==2.11.0+cu128 from https://download.pytorch.org/whl/cu128)" in res["msg"]
+        return
+    assert ok, res
+    sel = res["ansible_facts"]["torch_selection"]
+    assert sel["requirement"] == picked
+    assert any("kernels for compute capability %s" % cc in r for r in sel["reasons"]), sel["reasons"]

@@ -84,7 +84,9 @@ def test_coverage_rules():
     arch_specific = dict(w, arches=("sm_90a",))
     assert tc.coverage(arch_specific, (9, 0)) == ("sass", "sm_90a")
     assert tc.coverage(arch_specific, (9, 1)) is None
-    assert tc.coverage(tc.wheel("2.10", "cu128"), (12, 0)) == ("unknown", None)
+    assert tc.coverage(tc.wheel("2.10", "cu128"), (12, 0)) == ("sass", "sm_120")
+    assert tc.coverage(dict(tc.wheel("2.10", "cu128"), arches=None), (12, 0)) == ("unknown", None)
+    assert tc.coverage(tc.wheel("2.14", "cu130"), (10, 3)) == ("sass", "sm_100")   # B300 runs the sm_100 code
     assert tc.coverage(tc.wheel("2.5", "cpu"), (8, 0)) is None
 
 
@@ -211,10 +213,14 @@ def test_ptx_only_coverage_needs_the_toolkit_driver():
         tc.solve("580.65.06", ["13.0"], torch_version="2.9.0", requested_variant="cu130")
 
 
-def test_unknown_kernel_lists_are_accepted_with_a_warning():
-    got = tc.solve("580.95.05", ["9.0"], torch_version="2.12.0", requested_variant="cu130")
-    assert got["local_version"] == "2.12.0+cu130"
-    assert any("not in the table" in w for w in got["warnings"])
+def test_a_row_without_an_arch_list_covers_no_gpu_and_says_so(monkeypatch):
+    rows = [dict(w, arches=None) if (w["torch"], w["variant"]) == ("2.12", "cu130") else w for w in tc.WHEELS]
+    monkeypatch.setattr(tc, "WHEELS", rows)
+    with pytest.raises(tc.NoCompatibleWheel, match="has no architecture list in the table, so it is treated as "
+                                                   "covering no GPU"):
+        tc.solve("580.95.05", ["9.0"], torch_version="2.12.0", requested_variant="cu130")
+    # auto goes past it to a build whose list covers the GPU
+    assert tc.solve("580.95.05", ["9.0"], torch_version="2.12.0")["variant"] == "cu126"
 
 
 def test_experimental_python_warns():
@@ -350,8 +356,8 @@ def test_a_series_pin_takes_the_release_in_the_table():
     assert tc.solve("535.129.03", ["8.0"], torch_version="2.5.0")["reasons"][0] == "torch 2.5.0 is pinned."
 
 
-def test_unpinned_search_never_picks_a_release_without_a_kernel_list():
-    with pytest.raises(tc.NoCompatibleWheel, match="pin torch to use it"):
-        tc.solve("590.48.01", ["9.0"], python_version="3.15")
-    pinned = tc.solve("590.48.01", ["9.0"], python_version="3.15", torch_version="2.13.0")
-    assert pinned["local_version"] == "2.13.0+cu126"
+def test_python_3_15_takes_the_first_release_with_it_and_the_driver_s_own_cuda():
+    # 2.13 is the first release with cp315; driver 590 (CUDA 13.1) runs cu130 natively
+    assert tc.solve("590.48.01", ["9.0"], python_version="3.15")["local_version"] == "2.13.0+cu130"
+    assert tc.solve("590.48.01", ["9.0"], python_version="3.15", torch_version="2.13.0")["local_version"] == \
+        "2.13.0+cu130"
