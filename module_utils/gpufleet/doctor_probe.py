@@ -337,7 +337,9 @@ def probe_torch(host, python, env_update, timeout, errors):
         return None, "torch probe could not run"
     if data.get("crashed"):
         # The interpreter died while importing torch or touching CUDA (a segfault, a hang): that is evidence.
+        # timed_out: killed by the timeout (timeout(1)'s 124, or 137 after its -k): `import torch` never returned.
         return {"importable": None, "import_error": None, "version": None, "cuda": None, "is_available": None,
+                "timed_out": data.get("rc") in (124, 137), "timeout_s": timeout,
                 "error": "torch probe died (%s): %s" % (data.get("rc"), data.get("stderr"))}, None
     import_error = (data.get("import_error") or "").strip()
     if not data.get("importable") and re.search(r"No module named '?torch'?$", import_error):
@@ -662,8 +664,12 @@ def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None
     ev["login_user"] = (login_env or {}).get("USER") or login_user
     env_update = {k: v for k, v in env.items() if sources.get(k) != "process environment" and k != "PATH"}
     target = python if python and host.exists(python) else None
+    started = time.monotonic()
     ev["torch"], ev["torch_skipped"] = probe_torch(host, target or python, env_update, timeout, errors)
-    ev["cuinit"] = probe_cuinit(host, target or "python3", env_update, min(timeout, 30), errors)
+    # cuInit gets what the torch probe left of ``timeout`` (at most 30 s, at least 5): a hung torch import must not
+    # stretch the doctor past the budget its caller gave it (check.yml's deadline).
+    left = timeout - (time.monotonic() - started)
+    ev["cuinit"] = probe_cuinit(host, target or "python3", env_update, int(max(5, min(left, 30))), errors)
     ev["cudatk"] = cudatk_facts
     systemd = host.exists("/run/systemd/system")
     try:

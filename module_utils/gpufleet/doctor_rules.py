@@ -704,11 +704,12 @@ RULES = [
                  "the container can add them.",
           source=DESIGN + " (container started without GPUs); fixtures nvidia_smi_text/error_couldnt-communicate_*"),
     _rule(code="driver_library_mismatch", severity="critical", remedy_class="reboot", blocks_cuda=True,
-          match=m_driver_library_mismatch,
+          match=m_driver_library_mismatch, remedy_class_of=machine_restart,
           meaning="The loaded kernel module and the user-space driver libraries are different versions "
                   "(typically an upgrade without a reboot).",
           remedy="Reboot so the new kernel module loads (or reinstall the matching user-space driver); hold the "
-                 "driver packages against unattended upgrades.",
+                 "driver packages against unattended upgrades. In a container only the provider can reboot the "
+                 "machine under it.",
           source=REF + " section 2.2; fixtures nvidia_smi_text/error_nvml-driver-library-mismatch_*, "
                        "kernel_logs/*api-mismatch*"),
     _rule(code="nvidia_uvm_not_loaded", severity="critical", remedy_class="fixable", blocks_cuda=True,

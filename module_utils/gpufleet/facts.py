@@ -276,17 +276,17 @@ def _gpu_findings(findings, gpu, idx):
                  "%d uncorrectable ECC error(s) over the GPU's lifetime" % ecc["aggregate_uncorrected"])
     pages = gpu.get("retired_pages") or {}
     if pages.get("pending"):
-        _finding(findings, "retired_pages_pending", "warning", idx, "page retirement pending: reset the GPU")
+        _finding(findings, "retired_pages_pending", "warning", idx, "page retirement pending: the GPU needs a reset")
     rows = gpu.get("remapped_rows") or {}
     if rows.get("failure"):
         _finding(findings, "row_remap_failure", "critical", idx, "row remapping failed: the GPU needs replacing")
     if rows.get("pending"):
         _finding(findings, "row_remap_pending", "warning", idx,
-                 "row remapping pending (%s uncorrectable): reset the GPU" % rows.get("uncorrectable"))
+                 "row remapping pending (%s uncorrectable): the GPU needs a reset" % rows.get("uncorrectable"))
     active = [r for r in gpu.get("throttle_reasons") or [] if r in THROTTLE_WARN]
     if active:
-        _finding(findings, "clocks_throttled_hw", "warning", idx, "clock slowdown active: %s" % ", ".join(active),
-                 reasons=active)
+        _finding(findings, "clocks_throttled_hw", "warning", idx, "clock slowdown active (%s): %s" % (
+            _held_at(gpu), ", ".join(active)), reasons=active)
     temperature = gpu.get("temperature_c")
     if isinstance(temperature, (int, float)) and temperature >= HIGH_TEMPERATURE_C:
         _finding(findings, "high_temperature", "warning", idx,
@@ -310,6 +310,19 @@ def _gpu_findings(findings, gpu, idx):
         _finding(findings, "power_limit_below_spec", "info", idx, "power limit %.0f W, spec %s W" % (
             gpu["power_limit_w"], spec["power_w"]))
     _clocks_locked_low(findings, gpu, idx)
+
+
+def _held_at(gpu):
+    """The temperature and the SM clock a slowed-down GPU is held at, in numbers: "89 C, SM 1100 of 2520 MHz"."""
+    parts = []
+    temperature = _number(gpu.get("temperature_c"))
+    if temperature is not None:
+        parts.append("%.0f C" % temperature)
+    clocks = gpu.get("clocks") or {}
+    sm, sm_max = _number(clocks.get("sm_mhz")), _number(clocks.get("sm_max_mhz"))
+    if sm is not None:
+        parts.append("SM %.0f of %.0f MHz" % (sm, sm_max) if sm_max is not None else "SM %.0f MHz" % sm)
+    return ", ".join(parts) or "temperature and clocks not read"
 
 
 def _number(value):

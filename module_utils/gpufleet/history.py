@@ -41,6 +41,26 @@ CODE_SWAPPED = "gpu_swapped"
 CODE_MACHINE = "machine_changed"
 CODE_KNOWN_BAD = "known_bad"
 SEVERITY = {CODE_SWAPPED: "warning", CODE_MACHINE: "warning", CODE_KNOWN_BAD: "error"}
+# The judgement's code for a flag on the same rental (the box flagged before and still rented): present, more
+# specific diagnoses outrank it (judgement.OUTRANKS).
+CODE_FLAGGED_BEFORE = "flagged_before"
+
+# How much evidence a run had of a host, least first: the GPU facts only (facts.yml), the doctor's diagnosis too.
+# A flag recorded with less evidence than the present run has never escalates the present judgement: it is a note.
+EVIDENCE_LEVELS = ("facts", "doctor")
+
+
+def evidence_level(host):
+    """The evidence level of a report host entry: "doctor" when the doctor's result is in it, else "facts"."""
+    return "doctor" if isinstance(host.get("doctor"), dict) else "facts"
+
+
+def _less_informed(flag_level, present_level):
+    """True when a flag recorded at ``flag_level`` had less evidence than the present run (an unknown level, as in
+    a history written before levels were recorded, counts as no less)."""
+    if flag_level not in EVIDENCE_LEVELS or present_level not in EVIDENCE_LEVELS:
+        return False
+    return EVIDENCE_LEVELS.index(flag_level) < EVIDENCE_LEVELS.index(present_level)
 
 # Size bounds: beyond these the entries seen (or flagged) longest ago are dropped. About 300 bytes per
 # GPU and 500 per host: a full history stays under about 15 MB; a fleet of 500 8-GPU hosts uses about 1.5 MB.
@@ -384,7 +404,7 @@ def _match_text(key):
     return "%s id %s" % tuple(rest.split(":", 1)) if ":" in rest else rest
 
 
-def _known_bad_findings(index, entry, gpus, machine_id, rental):
+def _known_bad_findings(index, entry, gpus, machine_id, rental, level=None):
     keys = [rental] if rental.startswith("host:") else [rental, "host:%s" % entry["host"]]  # the user's host names
     if machine_id is not None:
         keys += [_machine_key(entry.get("provider"), machine_id), _machine_key("*", machine_id)]
@@ -403,14 +423,23 @@ def _known_bad_findings(index, entry, gpus, machine_id, rental):
             continue
         reason = "; ".join(_text(r) for r in _list(bad.get("reasons"))[:1]) or "no reason recorded"
         same = _rental_key(bad.get("provider"), _ident(bad.get("provider_id")), bad.get("host")) == rental
-        if same:
+        weaker = same and _less_informed(bad.get("evidence"), level)
+        if weaker:
+            # A judgement on less evidence than this run has (facts only, before the doctor ran): informs, never
+            # overrides the present diagnosis.
+            message = "flagged 'return to provider' on %s by a run with the GPU facts only (%s); this run's " \
+                      "diagnosis stands" % (_day(bad.get("last_flagged_at") or bad.get("flagged_at")), reason)
+        elif same:
             since = _day(bad.get("flagged_at"))
             message = "flagged 'return to provider' since %s and not given back: %s" % (since, reason)
         else:
             message = "returned before: %s was on %s, flagged 'return to provider' on %s: %s" % (
                 what, _box_text(bad), _day(bad.get("last_flagged_at") or bad.get("flagged_at")), reason)
-        out.append(_finding(CODE_KNOWN_BAD, message, matched=keys, source="history", same_rental=same,
-                            since=bad.get("flagged_at"), was_host=bad.get("host")))
+        found = _finding(CODE_KNOWN_BAD, message, matched=keys, source="history", same_rental=same,
+                         since=bad.get("flagged_at"), was_host=bad.get("host"), flag_evidence=bad.get("evidence"))
+        if weaker:
+            found.update(severity="info", action=None)
+        out.append(found)
     return out
 
 
@@ -420,7 +449,7 @@ def _not_kept():
 
 
 def _check(findings, prev, gpus, action):
-    bad = [f for f in findings if f["code"] == CODE_KNOWN_BAD]
+    bad = [f for f in findings if f["code"] == CODE_KNOWN_BAD and f.get("action") == RETURN]
     if bad:
         return {"status": "fail", "summary": "; ".join(f["message"] for f in bad), "reason": None}
     if action == RETURN:
@@ -458,7 +487,7 @@ def assess(history, hosts):
             findings = _swap_findings(prev, h, gpus, machine_id) if prev else []
             findings += _known_bad_findings(index, {"host": name, "provider": h.get("provider"),
                                                     "provider_id": _ident(h.get("provider_id"))},
-                                            gpus, machine_id, rental)
+                                            gpus, machine_id, rental, evidence_level(h))
             out.append((h, {"findings": findings, "check": _check(findings, prev, gpus, h.get("action"))}))
         except Exception as exc:  # defensive: odd history data must not sink the fleet report
             reason = "GPU history could not be read for this host: %r" % exc
@@ -538,7 +567,7 @@ def update(history, summary, now=None, limits=None):
             own = reasons or [_text(r) for r in h.get("reasons") or ()]
             bad[key] = {"host": name, "provider": provider, "provider_id": provider_id, "machine_id": machine_id,
                         "gpus": [g["uuid"] for g in entry["gpus"] if isinstance(g, dict) and real_uuid(g.get("uuid"))],
-                        "status": h.get("status"),
+                        "status": h.get("status"), "evidence": evidence_level(h),
                         "flagged_at": was.get("flagged_at") or at, "last_flagged_at": at,
                         "reasons": own[:lim["reasons"]] or _list(was.get("reasons"))}
     new["runs"] = (new["runs"] + [{"at": at, "hosts": len(summary.get("hosts") or ()), "returned": returned}])[

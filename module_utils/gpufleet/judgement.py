@@ -43,6 +43,24 @@ SEVERITIES = ("critical", "error", "warning", "unknown", "info")
 FAULT_SEVERITIES = ("critical", "error", "warning", "unknown")
 VERDICT_MAX = 160
 
+# The finding codes playbooks/remediate.yml has a fix for (roles/remediate/filter_plugins/remediate.py ACTIONS; a
+# unit test keeps the two equal). Only these call for "fix here": a finding the renter cannot have fixed by
+# remediate.yml calls for what the renter can do on that kind of host, or is a note.
+FIX_HERE_CODES = frozenset([
+    "cuda_link_wrong_target", "ld_library_path_shadowing", "cuda_visible_devices_empty_or_invalid", "cpu_only_wheel",
+    "wrong_variant_for_driver", "arch_missing_from_wheel", "libcudart_not_found", "nvidia_uvm_not_loaded",
+    "device_nodes_missing", "error_802_fabric_manager", "persistence_mode_off",
+])
+# Health codes whose remedy is a GPU reset or a reboot of the machine (a pending page retirement or row remap, the
+# driver's "reset required"): the renter of a VM or a machine reboots it, the renter of a container cannot.
+MACHINE_RESTART_CODES = frozenset(["retired_pages_pending", "row_remap_pending", "gpu_reset_required"])
+
+
+def machine_restart_action(in_container):
+    """What a renter does about a GPU reset or a reboot: "reboot" on a VM or a machine, the provider in a
+    container (only the machine's owner can reset a GPU or reboot under a container)."""
+    return ACTION_RETURN if in_container else ACTION_REBOOT
+
 # The facts' "no GPU visible" symptom and the facts health codes that say the same.
 _NO_GPU_SYMPTOMS = ("no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable")
 
@@ -68,6 +86,13 @@ OUTRANKS = (
     ("gpu_recovery_action", ("gpu_reset_required",), "the driver names the recovery it needs"),
     ("check_timed_out", ("playbook_failed",), "the pre-check stopped the step that ran past the host's deadline"),
     ("check_step_failed", ("playbook_failed",), "the pre-check names the step that failed and goes on to the report"),
+    # A box flagged "return to provider" by an earlier run of the same rental is evidence with its date; a present,
+    # more specific diagnosis of what would restore it outranks the flag (history.py: a flag from a run with less
+    # evidence than this one is a note anyway).
+    ("container_lost_gpus", ("flagged_before",), "this run's diagnosis names the restart that gives the GPUs back"),
+    ("nvidia_uvm_not_loaded", ("flagged_before",), "this run's diagnosis names what starts CUDA again"),
+    ("driver_library_mismatch", ("flagged_before",), "this run's diagnosis names the reboot that loads the driver"),
+    ("gpu_recovery_action", ("flagged_before",), "this run's diagnosis names the recovery the driver asks for"),
 )
 
 
@@ -297,14 +322,27 @@ def brief(code, evidence, meaning):
 
 
 # ----------------------------------------------------------------------------- the pre-check's lines
-# A host needs more than keeping (check.yml exits non-zero) with one of these actions or statuses.
-CHECK_BAD_ACTIONS = (ACTION_RETURN, ACTION_RESTART, ACTION_REBOOT, ACTION_CHECK)
-CHECK_BAD_STATUSES = ("failed", "no-gpu", "unreachable")
+# The exit-status contract (docs/check.md): 0 when every host is keep or fix here, 2 otherwise (a host to return,
+# restart, reboot or check again, an unreachable one included).
+CHECK_OK_ACTIONS = (None, ACTION_FIX)
+EXIT_OK, EXIT_GIVE_BACK = 0, 2
+
+
+def needs_more_than_keeping(host):
+    """True when a host's action is neither keep nor fix here (the pre-check then exits 2)."""
+    return host.get("action") not in CHECK_OK_ACTIONS
+
+
+def check_exit_status(summary):
+    """The pre-check's exit status for a fleet summary: EXIT_OK or EXIT_GIVE_BACK."""
+    hosts = [h for h in summary.get("hosts") or () if isinstance(h, dict)]
+    return EXIT_GIVE_BACK if any(needs_more_than_keeping(h) for h in hosts) else EXIT_OK
 
 
 def check_lines(summary):
     """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), then a
-    count. A host is bad when it is to be returned, restarted, rebooted or checked again, or failed."""
+    count in which each host is counted once. A host is bad when its action is neither keep nor fix here
+    (``needs_more_than_keeping``)."""
     hosts = [h for h in summary.get("hosts") or () if isinstance(h, dict)]
     width = max([len(str(h.get("host"))) for h in hosts] + [4])
     lines, bad = [], []
@@ -319,7 +357,7 @@ def check_lines(summary):
                 before = at
         timing = "  [%s]" % ", ".join(times) if times else ""
         lines.append("%-*s  %s%s" % (width, h.get("host"), h.get("verdict") or KEEP, timing))
-        if h.get("action") in CHECK_BAD_ACTIONS or h.get("status") in CHECK_BAD_STATUSES:
+        if needs_more_than_keeping(h):
             bad.append(str(h.get("host")))
     keep = sum(1 for h in hosts if h.get("action") is None)
     lines.append("%d host(s): %d keep, %d fix here, %d to give back, restart, reboot or check again%s" % (

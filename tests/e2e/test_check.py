@@ -7,6 +7,7 @@ Each run has its own report folder, fact cache and status file under pytest's tm
 
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -75,7 +76,7 @@ def test_keep_or_return_per_demo_host(checked):
 
 def test_one_line_per_host_and_an_exit_status_scripts_can_use(checked):
     run = checked["run"]
-    assert run["rc"] != 0  # 03 and 05 are to be given back
+    assert run["rc"] == 2, run["out"][-2000:]  # 03 and 05 are to be given back (docs/check.md)
     for name, h in run["hosts"].items():
         assert re.search(r"%s\s+%s" % (re.escape(name), re.escape(h["verdict"][:60])), run["out"]), name
     assert re.search(r"5 host\(s\): 3 keep, 0 fix here, 2 to give back", run["out"]), run["out"][-2000:]
@@ -99,9 +100,55 @@ def test_a_step_past_the_deadline_is_named_and_the_run_goes_on(demo_hosts, tmp_p
     finally:
         host.run("rm -f /usr/local/bin/python")
     h = got["hosts"][host.name]
-    assert h["verdict"] == "return to provider: check timed out in step 2 (environment) after 10 s", h["verdict"]
+    assert h["verdict"] == ("return to provider: check timed out in step 2 (environment): scripts/find-python did "
+                            "not return within the 10 s deadline"), h["verdict"]
     # the deadline stopped it: well before the 600 s sleep (the run's own report and verdict take the rest)
-    assert got["rc"] != 0 and got["wall"] < 300
+    assert got["rc"] == 2 and got["wall"] < 300
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_hung_torch_import_and_an_unreachable_host_in_one_run(demo_hosts, tmp_path):
+    """An image whose `import torch` never returns (a torch package that sleeps, as on a hung driver) and a host
+    whose SSH port refuses: the first reads "check timed out in step 2 (environment): `import torch` did not
+    return in N s" within the 60 s deadline, the second carries SSH's reason, the report names both, and
+    ansible-playbook exits 2 (the judgement's, not Ansible's 4 for an unreachable host)."""
+    host = next(h for n, h in demo_hosts.items() if n.endswith("-02"))
+    site = host.run("python3 -c 'import site; print(site.getsitepackages()[0])'").stdout.strip()
+    host.run("mkdir -p {0}/torch && printf 'import time\ntime.sleep(600)\n' > {0}/torch/__init__.py && "
+             "printf \"__version__ = '2.5.1+cu121'\n\" > {0}/torch/version.py".format(site))
+    port = _closed_port()
+    extra = tmp_path / "gone.yml"
+    extra.write_text("all:\n  hosts:\n    gpufleet-gone:\n      ansible_host: 127.0.0.1\n      ansible_port: %d\n"
+                     "      ansible_user: root\n" % port)
+    try:
+        got = _check(tmp_path, "-i", str(extra), "-e", "gpufleet_target=%s,gpufleet-gone" % host.name)
+    finally:
+        host.run("rm -rf %s/torch" % site)
+    hung, gone = got["hosts"][host.name], got["hosts"]["gpufleet-gone"]
+    assert re.match(r"return to provider: check timed out in step 2 \(environment\): `import torch` did not return "
+                    r"in \d+ s", hung["verdict"]), hung["verdict"]
+    (finding,) = [f for f in hung["judgement"] if f["code"] == "check_timed_out"]
+    assert finding["evidence"]["probes"] == {"find_python": "ran", "gpu_facts": "ran", "gpu_doctor": "ran",
+                                             "gate": "not reached"}, finding["evidence"]
+    assert hung["check"]["probe_run"] is False and hung["check"]["total_s"] <= 60 + 5, hung["check"]
+    assert gone["status"] == "unreachable" and gone["action"] == "check access / rerun"
+    assert "port %d: Connection refused" % port in gone["verdict"], gone["verdict"]
+    assert "Connect |" not in gone["verdict"]
+    assert got["rc"] == 2, got["out"][-3000:]
+    assert re.search(r"2 host\(s\): 0 keep, 0 fix here, 2 to give back", got["out"]), got["out"][-2000:]
+
+
+def test_a_fleet_to_keep_exits_0(demo_hosts, tmp_path):
+    host = next(h for n, h in demo_hosts.items() if n.endswith("-01"))
+    got = _check(tmp_path, "-e", "gpufleet_target=%s" % host.name, "-e", ROOMY, "-e", "check_probe=false")
+    assert got["hosts"][host.name]["verdict"] == "keep", got["hosts"][host.name]["verdict"]
+    assert got["hosts"][host.name]["check"]["probe_run"] is False  # -e check_probe=false, as a user types it
+    assert got["rc"] == 0, got["out"][-2000:]
 
 
 def test_a_container_without_its_uvm_node_is_told_to_restart(demo_hosts, tmp_path):

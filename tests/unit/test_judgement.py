@@ -51,9 +51,9 @@ def test_the_lost_gpu_container_says_restart_and_makes_no_driver_claim():
 
 
 def test_no_finding_outranks_itself_and_every_code_in_the_table_is_known():
-    from gpufleet import doctor_rules
+    from gpufleet import doctor_rules, history
 
-    doctor_codes = {r["code"] for r in doctor_rules.RULES}
+    doctor_codes = {r["code"] for r in doctor_rules.RULES} | {history.CODE_FLAGGED_BEFORE}
     facts_codes = {"no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable", "gpu_count_low", "xid_79",
                    "gpu_lost", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate", "row_remap_failure",
                    "gpu_reset_required", "check_timed_out", "check_step_failed", "playbook_failed"}

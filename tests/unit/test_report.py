@@ -204,7 +204,7 @@ def test_gate_failure_flags_an_otherwise_healthy_host(results):
 def test_doctor_findings_escalate_and_choose_the_action(results):
     l40s = copy.deepcopy(next(r for r in results if r["host"] == "gpu-l40s-06"))
     l40s.update(failed=False, reason=None, doctor={"status": "broken", "findings": [
-        {"code": "torch_cpu_wheel", "severity": "critical", "fixable": True,
+        {"code": "cpu_only_wheel", "severity": "critical", "fixable": True,
          "message": "torch 2.3.1+cpu is a CPU-only wheel", "remedy": "install the cu121 wheel"}]})
     entry = report.summarize([l40s], now=NOW)["hosts"][0]
     assert entry["status"] == "failed"

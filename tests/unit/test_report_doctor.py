@@ -174,7 +174,8 @@ def test_the_verdict_is_in_the_host_tables_and_the_csv(summary):
     assert '<th>reasons</th><th>verdict</th>' in page
     assert '<td class="verdict">return to provider: Xid 79 (GPU fell off the bus): 79 x1</td>' in page
     csv_text = report.to_csv(summary)
-    assert csv_text.splitlines()[0].split(",")[-13:-11] == ["host_reasons", "verdict"]
+    n = len(report.CHECK_ITEMS)  # one check_<item> column per checklist item follows the verdict
+    assert csv_text.splitlines()[0].split(",")[-n - 2:-n] == ["host_reasons", "verdict"]
     assert "return to provider: Xid 79 (GPU fell off the bus): 79 x1" in csv_text
 
 
@@ -202,7 +203,7 @@ def test_the_verdict_gives_the_evidence_for_its_action_first():
     """A CPU torch (fix here) and another tenant (provider) on one host, both critical: the verdict says
     "return to provider" and names the tenant first, not the torch build that gpufleet could fix."""
     doctor = {"status": "broken", "cuda_usable": False, "remediation": None, "findings": [
-        {"code": "torch_cpu_build", "severity": "critical", "remedy_class": "fixable",
+        {"code": "cpu_only_wheel", "severity": "critical", "remedy_class": "fixable",
          "meaning": "The installed torch is a CPU-only build", "remedy": "Reinstall torch"},
         {"code": "gpu_used_by_another_tenant", "severity": "critical", "remedy_class": "provider",
          "meaning": "Someone else is on this GPU", "remedy": "Ask the provider to clear the GPU"}]}

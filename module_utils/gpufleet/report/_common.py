@@ -20,6 +20,8 @@ PROVIDER_CODES = frozenset([
     "gpu_lost", "gpu_reset_required", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
     "row_remap_failure", "gpu_count_low", "no_gpus", "gpu_stack_broken", "pcie_width_below_max",
     "nvlink_links_down", "clocks_throttled_hw",
+    # A GPU at its slowdown temperature: the cooling is the provider's.
+    "high_temperature",
     # A throttled box sold as full: the power limit lowered below the model's default, the clocks locked low.
     "power_limit_lowered", "clocks_locked_low",
 ])

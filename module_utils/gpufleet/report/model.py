@@ -238,12 +238,14 @@ def _host_entry(result):
                        status="unknown"))
         return entry
     if reachable is False:
+        # The cause first (SSH's reason): the play and task it happened in are evidence, not the verdict's words.
         found(_finding("run", "unreachable", "critical", _text(result.get("reason")) or "unreachable (no reason given)",
-                       status="unreachable"))
+                       status="unreachable", evidence={"failed_in": result.get("failed_in")}))
         return entry
     if failed is True:
         found(_finding("run", "playbook_failed", "critical",
-                       "playbook failed: %s" % (_text(result.get("reason")) or "no reason given")))
+                       "playbook failed: %s" % (_text(result.get("reason")) or "no reason given"),
+                       evidence={"failed_in": result.get("failed_in")}))
     elif reachable is not True and not facts:
         found(_finding("run", "no_result", "unknown",
                        _text(result.get("reason")) or "no reachability and no GPU facts in the result"))
@@ -309,9 +311,11 @@ def _host_entry(result):
             f.get("severity") in _REASON_SEVERITIES for f in findings):
         found(_finding("facts", "gpu_facts_unavailable", "unknown", "GPU facts unavailable: %s" % facts["error"],
                        evidence={"error_code": facts.get("error_code")}))
+    in_container = _in_container(result, facts)
     for f in findings:
         if f.get("severity") in _REASON_SEVERITIES:
-            found(_finding("health", f.get("code"), f.get("severity"), _finding_text(f), action=_finding_leads_to(f),
+            found(_finding("health", f.get("code"), f.get("severity"), _finding_text(f),
+                           action=_finding_leads_to(f, in_container),
                            gpu_index=f.get("gpu_index"),
                            evidence={k: v for k, v in f.items() if k not in ("code", "severity", "message")}))
 
@@ -341,9 +345,14 @@ def _host_entry(result):
                 if sev not in ("critical", "error", "warning"):
                     continue
                 meaning = _text(f.get("meaning") or f.get("message") or f.get("code"))
+                action = _doctor_leads_to(f)
+                if action == ACTION_FIX and f.get("code") not in _judgement.FIX_HERE_CODES:
+                    # The renter's own setting (thread pools, a VM's /dev/shm): remediate.yml has no fix for it, so
+                    # it is a note with its remedy, not "fix here".
+                    sev, action = "info", None
                 found(_finding("doctor", f.get("code"), sev,
                                _judgement.brief(f.get("code"), f.get("evidence"), meaning),
-                               reason="doctor: %s" % meaning, action=_doctor_leads_to(f),
+                               reason="doctor: %s" % meaning, action=action,
                                evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
                                meaning=meaning, remedy=_text(f.get("remedy")) or None))
     return entry
@@ -367,9 +376,12 @@ def _check_findings(entry, check, found):
     if step is not None:
         name = CHECK_STEPS.get(int(step), "?")
         if _flag(check.get("timed_out")):
-            found(_finding("check", "check_timed_out", "critical", "check timed out in step %d (%s) after %s s" % (
-                step, name, _text(check.get("deadline_s"))), status="failed", action=ACTION_RETURN,
-                evidence={"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error")},
+            hung = _text(check.get("hung"))
+            text = "check timed out in step %d (%s)%s" % (step, name, ": %s" % hung if hung else " after %s s" % (
+                _text(check.get("deadline_s"))))
+            found(_finding("check", "check_timed_out", "critical", text, status="failed", action=ACTION_RETURN,
+                evidence={"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error"),
+                          "hung": hung or None, "probes": _d(check.get("probes")) or None},
                 meaning="a step of the pre-check ran past the host's deadline: a hung GPU, driver or login",
                 remedy="give the box back, or rerun with a longer check_deadline_s if its login is only slow"))
         else:
@@ -411,8 +423,22 @@ def facts_time_text(h):
 _DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable", "evidence")
 
 
-def _finding_leads_to(finding):
+def _in_container(result, facts):
+    """True/False when the GPU facts' host context (else the doctor's evidence) says whether this is a container."""
+    ctx = _d(facts.get("host"))
+    if isinstance(ctx.get("container"), bool):
+        return ctx["container"]
+    doctor = _d(result.get("doctor"))
+    found = _d(doctor.get("evidence")).get("in_container")
+    return found if isinstance(found, bool) else None
+
+
+def _finding_leads_to(finding, in_container=None):
+    """The action a health finding calls for: the provider's for hardware and what was rented, a reboot (or the
+    provider, in a container) for a pending GPU reset; the rest none by itself (a note or the status's default)."""
     code = str(finding.get("code"))
+    if code in _judgement.MACHINE_RESTART_CODES:
+        return _judgement.machine_restart_action(in_container is True)
     return ACTION_RETURN if code in PROVIDER_CODES or code.startswith("xid_") else None
 
 

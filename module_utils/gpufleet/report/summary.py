@@ -102,8 +102,11 @@ def _apply_history(hosts, history):
             h["checklist"][_history.CHECK_KEY] = seen["check"]
         for f in seen["findings"]:
             returned = f["action"] == ACTION_RETURN
+            code = f.get("code") or "history"
+            if code == _history.CODE_KNOWN_BAD and f.get("same_rental"):
+                code = _history.CODE_FLAGGED_BEFORE  # evidence with its date: a present diagnosis outranks it
             h["judgement"].append(_judgement.finding(
-                "history", f.get("code") or "history", f.get("severity"), "history: %s" % f["message"],
+                "history", code, f.get("severity"), "history: %s" % f["message"],
                 action=f["action"], status="degraded" if returned else "ok", echo=True,
                 evidence={k: v for k, v in f.items() if k not in ("message", "severity", "action")}))
 
