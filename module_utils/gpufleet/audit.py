@@ -1,8 +1,8 @@
-"""The renter's checklist: ten answers per host, and the security audit (item 10).
+"""The renter's checklist: eleven answers per host, the security audit (item 10) and torch's advisories (item 11).
 
 ``checklist(result)`` reads one per-host result of the report (``gpu`` = gpu_facts with
-``readiness``, ``doctor`` = the doctor's result with its evidence) and answers the ten questions
-renters ask before they pay (docs/checklist.md). Each item is ``{"status": ok|warn|fail|unknown,
+``readiness``, ``doctor`` = the doctor's result with its evidence, ``check`` = the pre-check's) and
+answers the questions renters ask before they pay (docs/checklist.md). Each item is ``{"status": ok|warn|fail|unknown,
 "summary": text, "reason": text|None}``; "unknown" always says which fact was missing. Nothing
 is guessed: a value the host did not report is never read as good or bad. A CPU host by intent
 (``expected_gpu_count`` 0 in the result, inventory ``gpufleet_expected_gpu_count: 0``) is judged as
@@ -15,14 +15,19 @@ password SSH login; each finding names the gpufleet role and variable that fixes
 are compared in dpkg's order (``deb_compare``); where the distro backports fixes (Debian 12/13, Ubuntu
 22.04/24.04) the floor is the distro's fixed package version for the host's release, and upstream
 version ranges apply only where no distro row (or the package's changelog) decides.
+
+``torch_advisories_item(result)`` is item 11: the host's torch version (``torch_version_of``: the doctor's probe of
+the target Python, else the pre-check's judged environment, else the gpufleet venv's packages) against the sourced
+advisory table in ``torch_advisories``: warn (never fail) with each open advisory and its fixed release.
 Plain Python >= 3.8, stdlib only.
 """
 
 import math
 import re
 
-from . import capacity, features
+from . import capacity, features, torchcompat
 from . import ctk as _ctk
+from . import torch_advisories as _torch_advisories
 
 REFERENCE = "shared/reference/security-reliability.md"
 
@@ -37,6 +42,7 @@ ITEMS = (
     ("packages", "Python packages"),
     ("monitoring", "monitoring"),
     ("security", "security audit"),
+    ("torch_advisories", "torch security advisories"),
 )
 STATUSES = ("ok", "warn", "fail", "unknown")
 _WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}
@@ -718,6 +724,98 @@ def security_item(audit):
                  findings=audit["findings"], passed=audit["passed"])
 
 
+# ----------------------------------------------------------------------------- item 11: torch advisories
+# Where a host result carries its torch version, best first: what the doctor imported in the target Python, the
+# environment the pre-check judged (scripts/find-python reads torch/version.py without importing it), the gpufleet
+# venv's dist-info (gpu_facts readiness). The gate's torch_version is in its module return, not in the facts the
+# report reads, so it is not a source here.
+TORCH_VERSION_SOURCES = ("doctor", "check", "venv")
+_TORCH_SOURCE_TEXT = {"doctor": "the doctor's torch probe", "check": "the pre-check's environment",
+                      "venv": "the gpufleet venv"}
+_NO_TORCH_REASON = ("no torch version in the doctor's evidence, the pre-check's environments or the gpufleet venv's "
+                    "packages")
+_ADVISORY_CACHE = {}
+
+
+def _torch_candidates(result):
+    """(source, where, version text) for each place in the result that names a torch version, best first."""
+    torch = _doctor_torch(result.get("doctor"))
+    if torch is not None and torch.get("version") is not None:
+        yield "doctor", None, torch.get("version")
+    check = _d(result.get("check"))
+    python = check.get("torch_python") or _d(check.get("judged")).get("python")
+    if isinstance(python, str) and python:
+        for env in _l(check.get("environments")):
+            if isinstance(env, dict) and env.get("python") == python and env.get("torch") is not None:
+                yield "check", python, env.get("torch")
+                break
+    venv = _d(_d(_d(result.get("gpu")).get("readiness")).get("venv"))
+    version = _d(venv.get("packages")).get("torch")
+    if version is not None:
+        path = venv.get("path")
+        yield "venv", path if isinstance(path, str) else "", version
+
+
+def torch_version_of(result):
+    """{"version", "source", "where", "unreadable"} of the host's torch: the first readable version of
+    ``_torch_candidates`` (version None when there is none); ``unreadable`` lists the version texts that are not
+    versions (a crashed probe's null is not one: it names no version)."""
+    unreadable = []
+    for source, where, version in _torch_candidates(_d(result)):
+        if isinstance(version, str) and _torch_advisories.version_key(version) is not None:
+            return {"version": version.strip(), "source": source, "where": where, "unreadable": unreadable}
+        unreadable.append("%s: %r" % (_source_text(source, where), (version,)[0]))
+    return {"version": None, "source": None, "where": None, "unreadable": unreadable}
+
+
+def _source_text(source, where):
+    return _TORCH_SOURCE_TEXT[source] + (" %s" % where if where else "")
+
+
+def _torch_fix(fixed):
+    default = torchcompat.DEFAULT_TORCH
+    note = " (its default %s is affected)" % default if _torch_advisories.advisories(default) else ""
+    return ("upgrade torch to >= %s where it is installed; for the gpufleet venv, role torch: torch_version >= %s "
+            "with a torch_cuda_variant that release has%s" % (fixed, fixed, note))
+
+
+def _advisory_answer(version, source, where):
+    found = _torch_advisories.advisories(version)
+    said = "version from %s" % _source_text(source, where)
+    if not found:
+        known = ", ".join("%s (fixed in %s)" % (a["id"], a["fixed"]) for a in _torch_advisories.ADVISORIES)
+        return _item("ok", "torch %s: no open advisory among those checked: %s; %s" % (
+            version, known, said), torch_version=version, version_from=source, advisories=[])
+    fixed = max((a["fixed"] for a in found), key=_torch_advisories.version_key)
+    risk = " torch.load of untrusted files;" if all("torch.load" in a["summary"] for a in found) else ""
+    summary = "torch %s: %s:%s upgrade to >= %s; %s" % (
+        version, ", ".join("%s (fixed in %s)" % (a["id"], a["fixed"]) for a in found), risk, fixed, said)
+    return _item("warn", summary, torch_version=version, version_from=source, advisories=found,
+                 fix=_torch_fix(fixed))
+
+
+def torch_advisories_item(result):
+    """Item 11: the host's torch (``torch_version_of``) against ``torch_advisories``. warn when an advisory is
+    open (never fail: an advisory is a risk of loading untrusted files, not a broken box), ok when none is,
+    unknown when no torch version is known ("no torch found to check", with the doctor's own word if it ran)."""
+    got = torch_version_of(result)
+    version = got["version"]
+    if version is None:
+        if got["unreadable"]:
+            reason = "torch version not readable (%s)" % "; ".join(got["unreadable"])
+            return _item("unknown", "no torch version to check: %s" % reason, reason)
+        skipped = _d(_d(_d(result).get("doctor")).get("evidence")).get("torch_skipped")
+        reason = _NO_TORCH_REASON + (" (doctor: %s)" % skipped if isinstance(skipped, str) and skipped else "")
+        return _item("unknown", "no torch found to check: %s" % reason, reason)
+    key = (version, got["source"], got["where"])
+    hit = _ADVISORY_CACHE.get(key)
+    if hit is None:
+        hit = _advisory_answer(version, got["source"], got["where"])
+        if len(_ADVISORY_CACHE) < 10000:
+            _ADVISORY_CACHE[key] = hit
+    return hit
+
+
 # ----------------------------------------------------------------------------- doctor findings in the checklist
 # The renter's-check findings of the doctor (doctor_rules.py) that answer a checklist question, by item. A finding
 # turns its item to fail (critical) or warn (warning) and adds its message; the host's verdict comes from the same
@@ -809,7 +907,7 @@ def _fold_doctor(out, doctor):
 
 # ----------------------------------------------------------------------------- the checklist
 def checklist(result):
-    """The ten items for one per-host result (see the module docstring). Never raises on odd data."""
+    """The eleven items for one per-host result (see the module docstring). Never raises on odd data."""
     cpu_host = is_cpu_host(result)
     facts = _d(result.get("gpu"))
     readiness = _d(facts.get("readiness"))
@@ -823,6 +921,7 @@ def checklist(result):
         if torch is not None:
             out["torch_cuda"] = torch_cuda(torch, facts, cpu_host)
             out["cudnn"] = cudnn(torch, cpu_host)
+        out["torch_advisories"] = torch_advisories_item(result)
         return _fold_doctor(out, result.get("doctor"))
     link = capacity.interconnect_of(gpus)
     no_gpu = cpu_host and not gpus  # a CPU host by intent that shows none: GPU questions do not apply
@@ -847,4 +946,5 @@ def checklist(result):
         out["torch_cuda"] = _no_torch(result.get("doctor"))
         if not cpu_host:
             out["cudnn"] = out["torch_cuda"]
+    out["torch_advisories"] = torch_advisories_item(result)  # after security, in ITEMS' order
     return _fold_doctor(out, result.get("doctor"))
