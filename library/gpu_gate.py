@@ -195,7 +195,9 @@ gate:
       description: Measured wall time of the gate on this host, seconds.
       type: float
     budget_spent:
-      description: True when the budget stopped a test from starting (see C(budget_note) and C(skipped)).
+      description: >-
+        True when the budget stopped a test from starting, or the gate ended past its budget
+        (see C(budget_note) and C(skipped)).
       type: bool
     budget_note:
       description: Why the budget stopped work, or that the gate finished within it.

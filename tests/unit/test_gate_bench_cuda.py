@@ -1,0 +1,278 @@
+"""The gate's CUDA code, run on a fake CUDA machine (tests/unit/doubles/fake_torch_cuda.py).
+
+``gate_bench`` takes torch and pynvml as arguments; here it gets the double's ``torch`` and NVML, whose
+kernels and copies take scripted times (work / a synthetic rate). So every ``device == "cuda"`` branch runs
+on CI without a GPU, and the figures it reports are checked against the rates that went in: TFLOPS from
+FLOPs and CUDA-event time, GB/s from bytes, NCCL bus bandwidth = algbw x 2(n-1)/n, the sustained and burn-in
+samples with NVML read mid-round, and the findings made of them. The pass rule at the floor is at the end.
+
+Event-timed figures are exact in both of the double's time modes. P2P and the all-reduce are timed by
+gate_bench with the wall clock, so those tests run the double in real time (it sleeps in ``synchronize``)
+on ~20-40 ms copies and allow what a loaded host adds to a wall-clock time.
+"""
+
+import sys
+
+import pytest
+
+from module_utils.gpufleet import gate, gate_bench, specs
+from tests.unit.doubles.fake_torch_cuda import FakeCudaMachine, FakeGpu, h100_sxm
+
+H100 = specs.by_key("h100-sxm")
+NO_XID = {"events": [], "source": "dmesg"}
+
+
+def run(machine, clock=None, **params):
+    p = gate.validate(dict({"warmup": 2, "repetitions": 5}, **params))
+    kw = {"clock": clock} if clock else {}
+    result = gate_bench.run(machine.torch, p, specs.lookup, pynvml=machine.nvml, kernel_log=lambda: NO_XID, **kw)
+    entries = gate.evaluate(result["raw"], result["gpus"], p)
+    return result, {(e["index"], e["test"]): e for e in entries}
+
+
+@pytest.fixture
+def nccl_import(monkeypatch):
+    """gate_bench._allreduce does ``from torch.cuda import nccl`` instead of using the torch it was given: the
+    import system is pointed at the machine's torch for the test (the only thing not injected)."""
+
+    def install(machine):
+        monkeypatch.setitem(sys.modules, "torch", machine.torch)
+        monkeypatch.setitem(sys.modules, "torch.cuda", machine.torch.cuda)
+        monkeypatch.setitem(sys.modules, "torch.cuda.nccl", machine.torch.cuda.nccl)
+
+    return install
+
+
+# ---- per-GPU tests: CUDA events, sizes, TF32, pinned copies ----------------------------------------------
+
+
+def test_event_timed_figures_are_the_rates_that_went_in():
+    machine = FakeCudaMachine(h100_sxm(1))
+    result, entries = run(machine)
+    assert result["device_count"] == 1 and result["gpus"][0]["spec"]["key"] == "h100-sxm"
+    assert result["skipped"] == [{"test": "p2p_bandwidth", "why": "needs two or more GPUs (cuda has 1)"}]
+    bf16, tf32, hbm = entries[0, "bf16_gemm"], entries[0, "tf32_gemm"], entries[0, "memory_bandwidth"]
+    h2d, d2h = entries[0, "h2d_bandwidth"], entries[0, "d2h_bandwidth"]
+    # 2 x 8192^3 FLOPs over the event time of a 750-TFLOPS GEMM -> 750 TFLOPS; bytes / time -> the GB/s set
+    assert bf16["measured"] == pytest.approx(750.0, rel=0.01) and bf16["repetitions"] == 5
+    assert bf16["size"] == "8192x8192x8192" and bf16["dtype"] == "bfloat16"
+    assert bf16["fraction_of_peak"] == pytest.approx(750.0 / 989, rel=0.01) and bf16["passed"] is True
+    # FP32 matmul at the TF32 rate (allow_tf32 set for the test, put back after), after its rest
+    assert tf32["measured"] == pytest.approx(380.0, rel=0.01) and tf32["dtype"] == "tf32"
+    assert tf32["rested_s"] == gate_bench.TF32_REST_S
+    assert machine.torch.backends.cuda.matmul.allow_tf32 is False
+    assert hbm["measured"] == pytest.approx(2900.0, rel=0.01) and hbm["size"] == "3 x 1024 MiB float32"
+    assert "SM kernel" in hbm["kernel"]
+    # pinned host memory, non-blocking: the pinned rates (pageable would be 12 GB/s)
+    assert h2d["measured"] == pytest.approx(55.0, rel=0.01) and h2d["pinned"] is True and h2d["size"] == "256 MiB"
+    assert d2h["measured"] == pytest.approx(53.0, rel=0.01) and d2h["pinned"] is True
+    assert all(e["passed"] is True for e in entries.values()), [e["why"] for e in entries.values()]
+    # telemetry read by NVML while the last runs of each test were still queued on the GPU
+    assert bf16["sm_mhz"] == 1980 and bf16["power_limit_w"] == 700.0 and bf16["throttle_reasons"] == ["sw_power_cap"]
+    assert machine.nvml.reads and all(busy for _h, _t, busy in machine.nvml.reads)
+
+
+def test_each_gpu_is_timed_on_its_own_stream_with_its_own_telemetry():
+    # GPU 1 is held at 1485 of 1980 MHz by a lowered power limit: its GEMM runs at 750 x 1485/1980
+    capped = FakeGpu(pci_bus_id=0x38, telemetry={"sm_mhz": 1485, "power_limit_w": 350.0, "power_draw_w": 349.0})
+    machine = FakeCudaMachine(h100_sxm(1) + [capped])
+    result, entries = run(machine, tests=["bf16_gemm"])
+    good, slow = entries[0, "bf16_gemm"], entries[1, "bf16_gemm"]
+    assert good["measured"] == pytest.approx(750.0, rel=0.01) and good["power_limit_w"] == 700.0
+    assert slow["measured"] == pytest.approx(562.5, rel=0.01)
+    assert slow["power_limit_w"] == 350.0 and slow["sm_mhz"] == 1485 and slow["uuid"] == machine.gpus[1].uuid
+    assert slow["passed"] is False and slow["outlier"] is True and "< expected 692.3" in slow["why"]
+    # one GEMM per warm-up, repetition and probe run on each GPU: every repetition had a non-zero event time
+    # (events on another device than the GEMM's time nothing, and the loop would go on until the budget's end)
+    per_gpu = [sum(1 for m in machine.matmuls if m[0] == i) for i in (0, 1)]
+    assert per_gpu == [2 + 5 + gate_bench.PROBE_RUNS] * 2
+    assert result["gpus"][1]["pci"] == "0000:38:00"  # from torch's pci_*_id: how burn-in Xid lines find the GPU
+
+
+def test_sizes_fit_half_the_free_memory():
+    # 1 GiB free: the 8192 GEMM (3 x 256 MiB float32) and 3 x 1 GiB buffers do not fit in half of it
+    small = FakeGpu(name="NVIDIA H100 80GB HBM3", total_mib=1536, used_mib=512)
+    machine = FakeCudaMachine([small])
+    free = machine.torch.cuda.mem_get_info(0)[0]
+    _result, entries = run(machine, tests=["bf16_gemm", "memory_bandwidth", "h2d_bandwidth"])
+    assert entries[0, "bf16_gemm"]["size"] == "4096x4096x4096"
+    assert entries[0, "memory_bandwidth"]["size"] == "3 x 128 MiB float32"
+    assert entries[0, "h2d_bandwidth"]["size"] == "128 MiB"
+    assert entries[0, "bf16_gemm"]["measured"] == pytest.approx(750.0, rel=0.01)  # 2 x 4096^3 FLOPs now
+    assert 0 < small.peak_allocated <= free / 2 and small.allocated == 0
+
+
+def test_a_gpu_without_bf16_runs_the_fp16_gemm_instead():
+    v100 = FakeGpu(name="Tesla V100-SXM2-32GB", total_mib=32768, cc=(7, 0),
+                   tflops={"bfloat16": None, "float16": 110.0, "tf32": None, "float32": 14.0})
+    _result, entries = run(FakeCudaMachine([v100]), tests=["bf16_gemm"])
+    fp16 = entries[0, "fp16_gemm"]
+    assert fp16["substituted_for"] == "bf16_gemm" and fp16["dtype"] == "float16"
+    assert fp16["measured"] == pytest.approx(110.0, rel=0.01) and fp16["passed"] is True  # 125 x 0.70 = 87.5
+
+
+# ---- multi-GPU: P2P and the in-process NCCL all-reduce (wall clock) --------------------------------------
+
+
+def test_p2p_copies_each_gpu_to_the_next_at_the_link_rate():
+    machine = FakeCudaMachine(h100_sxm(4), p2p_gbs=380.0, realtime=True)
+    _result, entries = run(machine, tests=["p2p_bandwidth"], buffer_mib=8192, warmup=1, repetitions=3)
+    for i in range(4):
+        e = entries[i, "p2p_bandwidth"]
+        assert e["peer"] == (i + 1) % 4 and e["peer_access"] is True and e["size"] == "8192 MiB"
+        # 8 GiB per copy at 380 GB/s (22.6 ms); a loaded host can only add wall time
+        assert 0.8 * 380.0 <= e["measured"] <= 1.01 * 380.0, e
+        assert e["passed"] is True  # 450 x 0.75 = 337.5
+
+
+@pytest.mark.parametrize("count, floor", [(2, 306.0), (4, 306.0), (8, 329.0)])
+def test_nccl_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n(nccl_import, count, floor):
+    machine = FakeCudaMachine(h100_sxm(count), link_gbs=360.0, realtime=True)
+    nccl_import(machine)
+    _result, entries = run(machine, tests=["nccl_allreduce"], buffer_mib=8192, warmup=1, repetitions=3)
+    nbytes = 8192 * 2 ** 20
+    done = machine.allreduces
+    assert done and all(a["gpus"] == count and a["bytes"] == nbytes for a in done)
+    algbw = nbytes / done[-1]["seconds"] / 1e9  # what one all-reduce of 8 GiB per GPU moved per second
+    busbw = algbw * 2 * (count - 1) / count
+    assert busbw == pytest.approx(360.0)  # the ring's links run at 360 GB/s: nccl-tests' busbw is that
+    for i in range(count):
+        e = entries[i, "nccl_allreduce"]
+        assert e["gpus"] == count and e["backend"] == "nccl" and e["bus_bytes"] == nbytes * 2 * (count - 1) / count
+        assert 0.8 * busbw <= e["measured"] <= 1.01 * busbw, e
+        assert e["expected"] == floor and e["passed"] is True
+
+
+# ---- sustained GEMM and burn-in: rounds between events, NVML read mid-round ------------------------------
+
+
+def _load(machine, seconds, memory=False):
+    torch, nvml = machine.torch, machine.nvml
+    count = len(machine.gpus)
+    gpus = gate_bench.describe_gpus(torch, "cuda", count, specs.lookup)
+    handles = gate_bench._nvml_handles(nvml, torch, count)
+    sizes = {i: gate_bench._sizes(torch, "cuda", i, {}) for i in gpus}
+    load = gate_bench.sustained_load(torch, "cuda", gpus, sizes, seconds, nvml, handles, memory=memory,
+                                     clock=machine.now)
+    return gpus, handles, load
+
+
+def test_sustained_samples_are_flops_over_event_time_and_the_clock_drop_rule():
+    # GPU 1's SM clock falls from 1980 to 1500 MHz after 2 of the 6 s, and its GEMM rate with it
+    falling = FakeGpu(pci_bus_id=0x38, telemetry=lambda t: {"sm_mhz": 1980 if t < 2.0 else 1500})
+    machine = FakeCudaMachine(h100_sxm(1) + [falling])
+    gpus, _handles, load = _load(machine, 6.0)
+    steady, dropped = load[0]["samples"], load[1]["samples"]
+    assert load[0]["dtype"] == "bfloat16" and load[0]["seconds"] == pytest.approx(6.0, abs=0.2)
+    assert 50 <= len(steady) <= 70  # about SAMPLES, one round per 0.1 s
+    assert all(s["tflops"] == pytest.approx(750.0, rel=0.01) for s in steady)
+    # a round that starts after the drop runs at 1500/1980 of the rate (the one straddling 2 s is in between)
+    assert all(s["tflops"] == pytest.approx(750.0, rel=0.01) for s in dropped if s["t"] < 1.9)
+    assert all(s["tflops"] == pytest.approx(750.0 * 1500 / 1980, rel=0.01) for s in dropped if s["t"] >= 2.0)
+    assert {s["sm_mhz"] for s in dropped if s["t"] >= 2.0} == {1500}
+    # one NVML read per GPU and round, each while that round's GEMMs were queued
+    assert len(machine.nvml.reads) == len(steady) + len(dropped)
+    assert all(busy for _h, _t, busy in machine.nvml.reads)
+    entries = gate.evaluate(gate_bench.sustained_entries(load, gpus, "cuda", ""), gpus, gate.validate({"tier": "full"}))
+    e = {(x["index"], x["test"]): x for x in entries}
+    assert e[0, "sustained_gemm"]["measured"] == pytest.approx(750.0, rel=0.01) and e[0, "sustained_gemm"]["passed"]
+    assert e[0, "clock_drop"]["measured"] == 0.0 and e[0, "clock_drop"]["passed"] is True
+    assert e[1, "clock_drop"]["measured"] == pytest.approx(100.0 * 480 / 1980, rel=1e-3)
+    assert e[1, "clock_drop"]["passed"] is False and "> limit 10 %" in e[1, "clock_drop"]["why"]
+    assert e[1, "clock_drop"]["basis"] == "SM clock (NVML)"
+    # two thirds of the samples at 568 TFLOPS: below 989 x 0.70 x 0.85 = 588.5
+    assert e[1, "sustained_gemm"]["measured"] == pytest.approx(750.0 * 1500 / 1980, rel=0.01)
+    assert e[1, "sustained_gemm"]["passed"] is False
+
+
+def test_burn_in_findings_from_telemetry_read_during_the_load():
+    # GPU 1 heats 5 C per second from 70 C and enters HW thermal slowdown at 3 s; GPU 0 stays at 65 C
+    def hot(t):
+        return {"temperature_c": int(70 + 5 * t),
+                "throttle_reasons": ["sw_power_cap"] + (["hw_thermal_slowdown"] if t >= 3.0 else [])}
+
+    machine = FakeCudaMachine(h100_sxm(1) + [FakeGpu(pci_bus_id=0x38, telemetry=hot)])
+    gpus, handles, load = _load(machine, 6.0, memory=True)
+    slowdown = {i: gate_bench._slowdown_temperature(machine.nvml, handles[i]) for i in gpus}
+    assert slowdown == {0: 87, 1: 87}
+    # the triad memory load runs after each round's end event: the GEMM figure is still the GEMM's alone
+    assert all(s["tflops"] == pytest.approx(750.0, rel=0.01) for s in load[0]["samples"])
+    assert machine.gpus[0].peak_allocated >= 3 * 2 ** 30  # 3 x 1 GiB triad buffers held on the GPU
+    raw = gate_bench.sustained_entries(load, gpus, "cuda", "burn_in_", NO_XID, slowdown)
+    e = {(x["index"], x["test"]): x for x in gate.evaluate(raw, gpus, gate.validate({"tier": "full"}))}
+    assert e[0, "burn_in_throttle"]["measured"] == 0.0 and e[0, "burn_in_throttle"]["passed"] is True
+    assert e[0, "burn_in_temperature"]["measured"] == 65 and e[0, "burn_in_temperature"]["passed"] is True
+    secs = load[1]["seconds"]
+    assert e[1, "burn_in_throttle"]["measured"] == pytest.approx(60.0 / secs, rel=1e-3)  # one onset in the load
+    assert e[1, "burn_in_throttle"]["passed"] is False
+    hottest = e[1, "burn_in_temperature"]
+    assert hottest["expected"] == 87 and hottest["measured"] >= 95 and hottest["passed"] is False
+    assert hottest["expectation_source"] == "the GPU's slowdown temperature (NVML)"
+    assert e[1, "burn_in_xid"]["measured"] == 0 and e[1, "burn_in_xid"]["passed"] is True
+    assert e[0, "burn_in_gemm"]["passed"] is True and e[0, "burn_in_clock_drop"]["passed"] is True
+
+
+def test_the_full_tier_on_fake_gpus_through_run(nccl_import):
+    machine = FakeCudaMachine(h100_sxm(2), realtime=True)
+    nccl_import(machine)
+    result, entries = run(machine, tier="full", tests=["bf16_gemm", "nccl_allreduce", "sustained_gemm"],
+                          time_budget_s=30, sustained_s=0.6, buffer_mib=8192, warmup=1, repetitions=3)
+    assert [t for (i, t) in entries if i == 0] == ["bf16_gemm", "nccl_allreduce", "sustained_gemm", "clock_drop"]
+    for i in (0, 1):
+        assert entries[i, "sustained_gemm"]["measured"] == pytest.approx(750.0, rel=0.01)
+        assert entries[i, "sustained_gemm"]["repetitions"] >= gate.DROP_MIN_SAMPLES
+        assert entries[i, "clock_drop"]["measured"] == 0.0 and entries[i, "clock_drop"]["passed"] is True
+        assert 0.8 * 360 <= entries[i, "nccl_allreduce"]["measured"] <= 1.01 * 360  # two GPUs: busbw = algbw
+    assert result["budget"]["within"] is True and result["budget"]["stopped"] is None
+
+
+# ---- the hard budget: an overrun is said, never "within the budget" --------------------------------------
+
+
+def test_a_gate_that_ends_past_its_budget_says_it_overran():
+    # a GPU at 1 TFLOPS: each 8192^3 GEMM takes 1.1 s of the machine's (injected) clock; warm-up alone spends
+    # the 2 s budget, so one repetition runs (below 3, the budget's end is hard) and the probe's runs after it
+    slow = FakeGpu(tflops={"bfloat16": 1.0})
+    machine = FakeCudaMachine([slow])
+    result, entries = run(machine, clock=machine.now, tests=["bf16_gemm"], time_budget_s=2, warmup=3,
+                          repetitions=3)
+    budget = result["budget"]
+    assert entries[0, "bf16_gemm"]["repetitions"] == 1
+    assert budget["within"] is False and budget["wall_s"] == pytest.approx(9 * 2 * 8192 ** 3 / 1e12, rel=1e-3)
+    # library/gpu_gate.py: budget_spent = stopped is not None; budget_note = stopped or "finished within ..."
+    assert budget["stopped"] == "time budget overrun: 9.9 s of 2 s used, 7.9 s past its end"
+    assert result["skipped"] == []
+
+
+def test_a_gate_that_ends_in_time_has_no_budget_note():
+    machine = FakeCudaMachine(h100_sxm(1))
+    result, _entries = run(machine, clock=machine.now, tests=["bf16_gemm"], time_budget_s=2)
+    assert result["budget"]["within"] is True and result["budget"]["stopped"] is None
+    assert 0 < result["budget"]["wall_s"] <= 2
+
+
+# ---- the pass rule at the floor (gate.verdict) ------------------------------------------------------------
+
+
+def _judge(test, figure, count=1, **extra):
+    raw = [dict({"index": i, "test": test, "figures": [figure] * 5}, **extra) for i in range(count)]
+    gpus = {i: {"name": H100["name"], "spec": H100} for i in range(count)}
+    return gate.evaluate(raw, gpus, gate.validate({"tier": "full"}))[0]
+
+
+def test_a_figure_exactly_at_the_floor_passes():
+    at = _judge("bf16_gemm", 692.3)  # 989 x 0.70
+    assert at["expected"] == 692.3 and at["passed"] is True and ">= expected" in at["why"]
+    assert _judge("bf16_gemm", 692.29)["passed"] is False
+
+
+def test_an_allreduce_exactly_at_the_nccl_floor_passes():
+    at = _judge("nccl_allreduce", 329.0, count=8, gpus=8)  # NCCL_BUSBW_FLOORS h100-sxm, 8 GPUs
+    assert at["expected"] == 329.0 and at["passed"] is True
+    assert _judge("nccl_allreduce", 328.99, count=8, gpus=8)["passed"] is False
+
+
+def test_a_finding_exactly_at_its_limit_passes():
+    raw = [{"index": 0, "test": "clock_drop", "value": 10.0, "samples_n": 60}]
+    at = gate.evaluate(raw, {0: {"name": H100["name"], "spec": H100}}, gate.validate({"tier": "full"}))[0]
+    assert at["expected"] == 10.0 and at["passed"] is True and "<= limit" in at["why"]
