@@ -241,13 +241,15 @@ class CallbackModule(CallbackBase):
         output = ANSI.sub("", done.stdout or "")
         latest = REPORT_LATEST.findall(output)
         dropped = len(self._status["hosts"])
+        # On stderr: stdout is the stdout callback's own (a JSON callback's output must still parse).
         if done.returncode == 0 and latest:
             self._display.display("gpufleet_status: the run ended before its report play (%d host(s) failed or "
                                   "unreachable); %s wrote the report: %s"
-                                  % (dropped, os.path.basename(playbook_file), latest[-1]))
+                                  % (dropped, os.path.basename(playbook_file), latest[-1]), stderr=True)
         elif done.returncode == 0:
             self._display.display("gpufleet_status: the run ended before its report play; %s ran and wrote no report "
-                                  "(gpufleet_report_enabled is false?)" % os.path.basename(playbook_file))
+                                  "(gpufleet_report_enabled is false?)" % os.path.basename(playbook_file),
+                                  stderr=True)
         else:
             tail = "\n".join(output.rstrip().splitlines()[-20:])
             self._display.warning("gpufleet_status: the run ended before its report play, and %s failed (rc %d) "
