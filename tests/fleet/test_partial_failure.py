@@ -45,8 +45,11 @@ def test_report_names_the_two_with_their_reason(fleet_run):
     assert set(by_host) == {"gpufleet-ft-pf-01", "gpufleet-ft-pf-02", "gpufleet-ft-pf-03", "gpufleet-ft-pf-gone"}
     broken, gone = by_host["gpufleet-ft-pf-01"], by_host["gpufleet-ft-pf-gone"]
     assert broken["status"] == "failed", broken
-    assert any("supervisord : program_item | Look up the program's user" in r and "could not be found" in r
-               for r in broken["reasons"]), broken["reasons"]
+    # the cause in the line; the play and task it happened in are the finding's evidence (failed_in)
+    assert any(r.startswith("playbook failed: ") and "could not be found" in r for r in broken["reasons"]), \
+        broken["reasons"]
+    (failed,) = [f for f in broken["judgement"] if f["code"] == "playbook_failed"]
+    assert "supervisord : program_item | Look up the program's user" in failed["evidence"]["failed_in"], failed
     assert gone["status"] == "unreachable", gone
     assert any("Connection refused" in r for r in gone["reasons"]), gone["reasons"]
     for name in ("gpufleet-ft-pf-02", "gpufleet-ft-pf-03"):
