@@ -60,6 +60,7 @@ PY_SCRIPTS := scripts/fleet-report scripts/check-verdicts scripts/bench-check sc
 
 lint: bootstrap
 	$(BIN)/ruff check library module_utils callback_plugins inventory_plugins doc_fragments scripts tests roles $(PY_SCRIPTS)
+	$(BIN)/pycodestyle --max-line-length 160 --ignore E402,W503,W504,E741,E203,E701,E704 library module_utils callback_plugins inventory_plugins doc_fragments
 	@for m in library/*.py; do $(BIN)/ansible-doc -M library "$$(basename $$m .py)" >/dev/null || exit 1; done
 	@for p in inventory_plugins/*.py; do $(BIN)/ansible-doc -t inventory -M inventory_plugins "$$(basename $$p .py)" >/dev/null || exit 1; done
 	$(BIN)/python scripts/role-docs --check

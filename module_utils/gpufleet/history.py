@@ -62,6 +62,7 @@ def _less_informed(flag_level, present_level):
         return False
     return EVIDENCE_LEVELS.index(flag_level) < EVIDENCE_LEVELS.index(present_level)
 
+
 # Size bounds: beyond these the entries seen (or flagged) longest ago are dropped. About 300 bytes per
 # GPU and 500 per host: a full history stays under about 15 MB; a fleet of 500 8-GPU hosts uses about 1.5 MB.
 LIMITS = {

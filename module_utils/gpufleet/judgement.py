@@ -61,6 +61,7 @@ def machine_restart_action(in_container):
     container (only the machine's owner can reset a GPU or reboot under a container)."""
     return ACTION_RETURN if in_container else ACTION_REBOOT
 
+
 # The facts' "no GPU visible" symptom and the facts health codes that say the same.
 _NO_GPU_SYMPTOMS = ("no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable")
 

@@ -379,11 +379,13 @@ def _check_findings(entry, check, found):
             hung = _text(check.get("hung"))
             text = "check timed out in step %d (%s)%s" % (step, name, ": %s" % hung if hung else " after %s s" % (
                 _text(check.get("deadline_s"))))
+            evidence = {"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error"),
+                        "hung": hung or None, "probes": _d(check.get("probes")) or None}
             found(_finding("check", "check_timed_out", "critical", text, status="failed", action=ACTION_RETURN,
-                evidence={"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error"),
-                          "hung": hung or None, "probes": _d(check.get("probes")) or None},
-                meaning="a step of the pre-check ran past the host's deadline: a hung GPU, driver or login",
-                remedy="give the box back, or rerun with a longer check_deadline_s if its login is only slow"))
+                           evidence=evidence,
+                           meaning="a step of the pre-check ran past the host's deadline: a hung GPU, driver or login",
+                           remedy="give the box back, or rerun with a longer check_deadline_s if its login is only "
+                                  "slow"))
         else:
             found(_finding("check", "check_step_failed", "unknown", "check failed in step %d (%s): %s" % (
                 step, name, _text(check.get("error"))), evidence={"step": step, "error": check.get("error")}))
