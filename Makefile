@@ -49,13 +49,13 @@ bootstrap:
 
 # PREPARED=1 (set by make test and make molecule for their lanes): images and wheels are already there.
 images: bootstrap
-	@$(if $(PREPARED),:,scripts/test-images 11 12 13 12-systemd)
+	@$(if $(PREPARED),:,scripts/test-images 11 12 13 12-systemd 20.04 22.04 24.04 24.04-systemd)
 
 wheelhouse: bootstrap
 	@$(if $(PREPARED),:,scripts/wheelhouse)
 
 # Python files without a .py suffix are named explicitly so ruff checks them too.
-PY_SCRIPTS := scripts/fleet-report scripts/check-verdicts scripts/bench-check scripts/role-docs scripts/build-collection scripts/lint-ansible scripts/gpu-smoke roles/supervisord/files/gpufleet-supervisor-check \
+PY_SCRIPTS := scripts/fleet-report scripts/check-verdicts scripts/bench-check scripts/role-docs scripts/build-collection scripts/lint-ansible scripts/gpu-smoke scripts/wheel-markers roles/supervisord/files/gpufleet-supervisor-check \
               $(wildcard scripts/bench-*)
 
 lint: bootstrap
