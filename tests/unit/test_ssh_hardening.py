@@ -42,10 +42,27 @@ SUPPORTED_COMMON = {
         hmac-sha2-512-etm@openssh.com hmac-md5-etm@openssh.com hmac-md5-96-etm@openssh.com umac-64-etm@openssh.com
         umac-128-etm@openssh.com"""),
 }
+# Ubuntu (`ssh -Q` in gpufleet/ubuntu:20.04, 22.04 and 24.04 with -updates and -security, recorded 2026-12-05:
+# openssh 1:8.2p1-4ubuntu0.13, 1:8.9p1-3ubuntu0.18, 1:9.6p1-3ubuntu13.20): the same MACs; 20.04 also has the
+# rijndael-cbc alias (refused as CBC); key exchange: no sntrup761 on 8.2 (only the withdrawn sntrup4591761 of
+# tinyssh), sntrup761 under its @openssh.com name only on 8.9 and 9.6.
+UBUNTU_KEX = words("""diffie-hellman-group1-sha1 diffie-hellman-group14-sha1 diffie-hellman-group14-sha256
+        diffie-hellman-group16-sha512 diffie-hellman-group18-sha512
+        diffie-hellman-group-exchange-sha1 diffie-hellman-group-exchange-sha256
+        ecdh-sha2-nistp256 ecdh-sha2-nistp384 ecdh-sha2-nistp521 curve25519-sha256
+        curve25519-sha256@libssh.org""")
 SUPPORTED = {
-    "debian12": SUPPORTED_COMMON,
-    "debian13": dict(SUPPORTED_COMMON, kex=SUPPORTED_COMMON["kex"] + ["mlkem768x25519-sha256"]),
+    "12": SUPPORTED_COMMON,
+    "13": dict(SUPPORTED_COMMON, kex=SUPPORTED_COMMON["kex"] + ["mlkem768x25519-sha256"]),
+    "20.04": dict(SUPPORTED_COMMON, kex=UBUNTU_KEX + ["sntrup4591761x25519-sha512@tinyssh.org"],
+                  cipher=SUPPORTED_COMMON["cipher"] + ["rijndael-cbc@lysator.liu.se"]),
+    "22.04": dict(SUPPORTED_COMMON, kex=UBUNTU_KEX + ["sntrup761x25519-sha512@openssh.com"]),
+    "24.04": dict(SUPPORTED_COMMON, kex=UBUNTU_KEX + ["sntrup761x25519-sha512@openssh.com"]),
 }
+# The first key exchange the defaults leave on each release: ML-KEM where OpenSSH >= 9.9 has it, then sntrup761 (under
+# the name the release has), curve25519 where there is no hybrid.
+FIRST_KEX = {"12": "sntrup761x25519-sha512", "13": "mlkem768x25519-sha256", "20.04": "curve25519-sha256",
+             "22.04": "sntrup761x25519-sha512@openssh.com", "24.04": "sntrup761x25519-sha512@openssh.com"}
 
 
 @pytest.mark.parametrize("kind", sorted(LISTS))
@@ -84,8 +101,7 @@ def test_defaults_leave_strong_lists_on_each_release(release):
         kept = [n for n in DEFAULTS[var] if n in SUPPORTED[release][kind]]
         assert kept, (release, kind)
     kex = [n for n in DEFAULTS["ssh_hardening_kex_algorithms"] if n in SUPPORTED[release]["kex"]]
-    # ML-KEM hybrid first where OpenSSH >= 9.9 has it, the sntrup hybrid first otherwise.
-    assert kex[0] == ("mlkem768x25519-sha256" if release == "debian13" else "sntrup761x25519-sha512")
+    assert kex[0] == FIRST_KEX[release]
 
 
 def test_argument_spec_lists_match_defaults():
@@ -96,10 +112,12 @@ def test_argument_spec_lists_match_defaults():
 
 
 # What the hardened sshd offers on each release with the defaults: the wanted names this OpenSSH has, in order, plus
-# the pseudo-algorithms sshd appends (strict KEX on both, measured; ext-info-s from OpenSSH 9.6).
+# the pseudo-algorithms sshd appends (strict KEX on every release, Debian's and Ubuntu's backports of the Terrapin fix
+# included; ext-info-s from OpenSSH 9.6).
 def offered(release):
     kex = [n for n in DEFAULTS["ssh_hardening_kex_algorithms"] if n in SUPPORTED[release]["kex"]]
-    kex += ["kex-strict-s-v00@openssh.com"] if release == "debian12" else ["ext-info-s", "kex-strict-s-v00@openssh.com"]
+    kex += ["ext-info-s"] if release in ("13", "24.04") else []
+    kex += ["kex-strict-s-v00@openssh.com"]
     return {
         "Key exchanges": kex,
         "Ciphers": [n for n in DEFAULTS["ssh_hardening_ciphers"] if n in SUPPORTED[release]["cipher"]],
@@ -126,9 +144,9 @@ def test_offer_has_no_fail_or_warn_in_ssh_audits_database(release):
 
 
 @pytest.mark.parametrize("release", sorted(SUPPORTED))
-def test_offer_meets_ssh_audits_debian_policy_but_for_the_argued_deviations(release):
-    policy = BUILTIN_POLICIES[AUDIT["policies"][release.replace("debian", "")]]
-    deviations = AUDIT["policy_deviations"][release.replace("debian", "")]
+def test_offer_meets_ssh_audits_policy_but_for_the_argued_deviations(release):
+    policy = BUILTIN_POLICIES[AUDIT["policies"][release]]
+    deviations = AUDIT["policy_deviations"][release]
     argued = {d["field"]: d["kind"] for d in deviations}
     mismatched = {}
     for field, mine in offered(release).items():
