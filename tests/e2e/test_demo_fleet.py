@@ -32,11 +32,11 @@ EXPECTED = {
         "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "packages": "warn", "monitoring": "ok",
                       "multi_gpu": "ok"},
     },
-    # 02 runs Debian 11, the older image renters get (OpenSSH 8.4p1, Python 3.9.2; issue 29): every role of
-    # site.yml converges on it (jupyter and the exporter are off by intent: no password, no GPU). torch is off
-    # there: the wheelhouse's torch 2.13 wheel is for Python 3.11 and the release needs 3.10+.
-    "02": {  # CPU host by intent, Debian 11, broken CUDA links repaired by cuda_links, no torch
-        "release": "11", "openssh": "8.4", "python": "3.9", "status": "ok", "gpu": False,
+    # 02 runs Ubuntu 20.04, the oldest base renters get (nvidia/cuda's 20.04 tags: OpenSSH 8.2p1, Python 3.8.10;
+    # issues 29, 39): every role of site.yml converges on it (jupyter and the exporter are off by intent: no
+    # password, no GPU). torch is off there: the wheelhouse's torch 2.13 wheel is for Python 3.11 and needs 3.10+.
+    "02": {  # CPU host by intent, Ubuntu 20.04, broken CUDA links repaired by cuda_links, no torch
+        "release": "20.04", "openssh": "8.2", "python": "3.8", "status": "ok", "gpu": False,
         "checklist": {"access": "ok", "monitoring": "ok", "multi_gpu": "ok"},
     },
     "03": {  # simulated 1x H200 with a CPU-only torch where a CUDA build belongs: the doctor names it.
@@ -47,12 +47,12 @@ EXPECTED = {
         "checklist": {"torch_cuda": "fail", "cudnn": "fail", "access": "ok", "monitoring": "ok", "history": "fail"},
         "reason": r"CPU",
     },
-    # 04 and 05 run Debian 13 (Python 3.13, no local torch wheel), so torch is off there: the packages
-    # item fails, rightly. multi_gpu warns: /dev/shm is 1 GiB (scripts/demo-fleet starts the containers with
-    # --shm-size=1g, as rented GPU containers are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want
-    # unlimited) and NCCL cannot be known without torch.
-    "04": {  # simulated 8x H100 SXM with NVSwitch, healthy
-        "release": "13", "status": "ok", "gpu": True,
+    # 04 runs Ubuntu 24.04 (vast.ai's and RunPod's current base: OpenSSH 9.6p1, Python 3.12), 05 Debian 13 (Python
+    # 3.13); the wheelhouse's torch is for 3.11, so torch is off there: the packages item fails, rightly. multi_gpu
+    # warns: /dev/shm is 1 GiB (scripts/demo-fleet starts the containers with --shm-size=1g, as rented GPU containers
+    # are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want unlimited) and NCCL cannot be known without torch.
+    "04": {  # simulated 8x H100 SXM with NVSwitch, healthy, Ubuntu 24.04
+        "release": "24.04", "openssh": "9.6", "python": "3.12", "status": "ok", "gpu": True,
         "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn"},
     },
     "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
@@ -125,8 +125,9 @@ def test_no_drift_line_per_host_without_a_majority(report):
         assert not noisy, "%s: %s" % (name, noisy)
 
 
-def test_each_host_runs_its_debian_release(expected_hosts):
-    """The releases the demo stands for: 12 and 13, and Debian 11 on host 02 with its old OpenSSH and Python."""
+def test_each_host_runs_its_release(expected_hosts):
+    """The releases the demo stands for: Ubuntu 20.04 (host 02, with its old OpenSSH and Python) and 24.04 (04),
+    Debian 12 and 13."""
     got, want = {}, {}
     for key, host in sorted(expected_hosts.items()):
         out = host.run(". /etc/os-release && echo $VERSION_ID && ssh -V 2>&1 && python3 -V").stdout.split("\n")
@@ -294,3 +295,23 @@ def test_a_check_run_reports_a_plan_not_a_result(report):
         assert "written by a --check run" in (folder / fmt).read_text(), fmt
     assert {h["host"]: h["status"] for h in planned["hosts"]} == {n: h["status"] for n, h in report["hosts"].items()}
     assert report["json"]["check_mode"] is False
+
+
+def test_a_host_that_cannot_take_jupyter_is_refused_before_any_role_changes_it(expected_hosts, tmp_path):
+    """provision.yml's preflight (issue 39): Ubuntu 20.04's Python 3.8 cannot run JupyterLab 4.6, so with a password
+    set the host fails in the jupyter role's checks before supervisord, the first role, starts on it."""
+    host = expected_hosts["02"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(GPUFLEET_STATUS_FILE=str(tmp_path / "status.json"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    res = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "inventories" / "demo"),
+                          "playbooks/provision.yml", "--limit", host.name, "-e", "jupyter_password=gpufleet-e2e-pre"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    failed_at = out.rindex("TASK [", 0, out.index("fatal: [%s]" % host.name))
+    assert out[failed_at:].startswith("TASK [jupyter : assert | Check that Python can run the pinned JupyterLab]"), \
+        out[failed_at:failed_at + 300]
+    assert re.search(r"needs Python 3\.10 or newer .* is 3\.8\.\d+", " ".join(out.split())), out[-3000:]
+    assert "TASK [supervisord" not in out and "gpufleet-e2e-pre" not in out
+    assert re.search(r"%s\s+:\s+ok=\d+\s+changed=0\s+unreachable=0\s+failed=1" % re.escape(host.name), out), out[-800:]
