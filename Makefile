@@ -74,7 +74,7 @@ export GPUFLEET_STRICT
 TORCH_PYTHON := .cache/torch-venv/bin/python
 
 unit: bootstrap $(if $(filter 1,$(GPUFLEET_STRICT)),test-tools $(TORCH_PYTHON))
-	$(if $(filter 1,$(GPUFLEET_STRICT)),GPUFLEET_TORCH_PYTHON=$(CURDIR)/$(TORCH_PYTHON)) $(BIN)/pytest -q tests/unit
+	$(if $(filter 1,$(GPUFLEET_STRICT)),GPUFLEET_TORCH_PYTHON=$(CURDIR)/$(TORCH_PYTHON)) $(BIN)/pytest -q --durations=10 tests/unit
 
 # promtool, Chromium and the other tools the suites run: installed as root on Debian, else named (scripts/lib.sh).
 test-tools:
@@ -112,12 +112,12 @@ wheelhouse-torch-cuda: bootstrap
 # Reliability suites on SSH container hosts (docs/reliability.md): partial failure, interrupted runs,
 # bad inputs, secret scan.
 fleet-tests: images wheelhouse
-	GPUFLEET_STRICT=1 $(BIN)/pytest -q tests/fleet
+	GPUFLEET_STRICT=1 $(BIN)/pytest -q --durations=10 tests/fleet
 
 # End to end: make demo, then what a renter must find on each demo host (tests/e2e), a second
 # site.yml with changed=0 included. The demo fleet is left up for a look (make demo-down).
 e2e: demo
-	GPUFLEET_STRICT=1 $(BIN)/pytest -q tests/e2e
+	GPUFLEET_STRICT=1 $(BIN)/pytest -q --durations=10 tests/e2e
 
 # Set-up of make test: the images and the wheelhouses side by side (each waits mostly on its mirror; the wheelhouses
 # one after the other, as both write .wheelhouse).
