@@ -37,7 +37,9 @@ options:
         GPU is never taken. When no build of the release runs the GPUs on this driver, the module fails and names the
         newest release and variant that would.
       - A requested CUDA variant is checked against the driver and GPUs when the host reports GPUs; when it reports
-        none, only the release, the Python and the published variants are checked, with a warning.
+        none, only the release, the Python and the published variants are checked, with a warning. When the driver
+        or a GPU cannot run it, the refusal names the build C(auto) picks of the same release, or, when there is
+        none, the newest release and variant that would run.
     type: str
     default: auto
   python_version:

@@ -756,6 +756,18 @@ def solve(driver_version, compute_capabilities, torch_version=None, python_versi
                            driver_policy, pinned_release is not None)
     message = _failure_message(failures, py)
     if not want_cpu and any(p[0] in ("arch", "driver") for _unused, _unused, probs in failures for p in probs):
+        if requested != "auto":
+            # A pinned variant the GPUs or the driver cannot run: say what variant auto takes of the same release.
+            try:
+                auto = solve(driver_text, ccs, torch_version=pinned_release or pinned_series,
+                             python_version=python_version, driver_policy=driver_policy)
+            except CompatError:
+                auto = None
+            if auto:
+                raise NoCompatibleWheel("%s; variant auto picks torch %s here (%s from %s)" % (
+                    message, auto["local_version"], auto["requirement"], auto["index_url"]))
+            message += "; variant auto has no torch %s build for it either" % (pinned_release or pinned_series
+                                                                               or DEFAULT_TORCH)
         newest = newest_runnable(driver_text, ccs, python_version=python_version, driver_policy=driver_policy)
         if newest:
             message += ("; the newest build in the table that runs %s on driver %s%s is torch %s+%s (%s from %s)"

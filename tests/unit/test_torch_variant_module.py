@@ -197,3 +197,16 @@ def test_auto_picks_a_build_that_runs_the_gpu(tmp_path, gpu, driver, cc, picked)
     sel = res["ansible_facts"]["torch_selection"]
     assert sel["requirement"] == picked
     assert any("kernels for compute capability %s" % cc in r for r in sel["reasons"]), sel["reasons"]
+
+
+# Issue 36, "the refusal always has the facts": the torch role passes the GPU facts with a pinned variant too, so the
+# house default on an RTX 5090 is refused (before anything is installed), naming what variant auto would do.
+def test_the_default_pin_on_an_rtx_5090_is_refused_naming_the_build_that_runs(tmp_path):
+    ok, res = run_module(tmp_path, {"torch_version": "2.5.1", "variant": "cu121", "python_version": "3.11",
+                                    "driver_version": "575.57.08", "compute_capabilities": ["12.0"],
+                                    "packages": ["torchvision==0.20.1", "torchaudio==2.5.1"]})
+    assert not ok
+    assert res["msg"].startswith("refused: GPU compute capability 12.0 (Blackwell) has no kernels in torch "
+                                 "2.5.1+cu121")
+    assert "variant auto has no torch 2.5.1 build for it either" in res["msg"]
+    assert "is torch 2.11.0+cu128 (torch==2.11.0+cu128 from https://download.pytorch.org/whl/cu128)" in res["msg"]

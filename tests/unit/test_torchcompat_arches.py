@@ -179,7 +179,31 @@ def test_a_requested_variant_the_gpu_cannot_run_names_the_build_that_can():
     with pytest.raises(tc.NoCompatibleWheel) as err:
         tc.solve(D590, ["7.0"], torch_version="2.14.1", requested_variant="cu130")
     assert "7.0 (Volta) has no kernels in torch 2.14.1+cu130" in str(err.value)
-    assert "is torch 2.14.1+cu126" in str(err.value)
+    assert "variant auto picks torch 2.14.1+cu126 here (torch==2.14.1+cu126 from " \
+           "https://download.pytorch.org/whl/cu126)" in str(err.value)
+
+
+# Issue 36, "the refusal always has the facts": a pinned variant the GPU cannot run names the build auto takes.
+def test_the_default_pin_on_an_rtx_5090_names_what_auto_would_install():
+    with pytest.raises(tc.NoCompatibleWheel) as err:
+        tc.solve("575.57.08", ["12.0"], torch_version="2.5.1", python_version="3.11", requested_variant="cu121")
+    msg = str(err.value)
+    assert msg.startswith("GPU compute capability 12.0 (Blackwell) has no kernels in torch 2.5.1+cu121")
+    assert "variant auto has no torch 2.5.1 build for it either; the newest build in the table that runs GPU " \
+           "compute capability 12.0 (Blackwell) on driver 575.57.08 with Python 3.11 is torch 2.11.0+cu128" in msg
+
+
+@pytest.mark.parametrize(("driver", "cc", "pin", "variant", "auto"), [
+    ("575.57.08", "12.0", "2.7.1", "cu126", "2.7.1+cu128"),      # RTX 5090: cu126 has no sm_120
+    ("580.95.05", "10.0", "2.8.0", "cu126", "2.8.0+cu128"),      # B200: the same release's stable Blackwell build
+    ("535.183.01", "9.0", "2.14.1", "cu130", "2.14.1+cu126"),    # H100 on 535: cu130 needs driver 580
+])
+def test_a_pinned_variant_refusal_names_the_same_releases_auto_build(driver, cc, pin, variant, auto):
+    with pytest.raises(tc.NoCompatibleWheel) as err:
+        tc.solve(driver, [cc], torch_version=pin, python_version="3.11", requested_variant=variant)
+    assert "; variant auto picks torch %s here (torch==%s from https://download.pytorch.org/whl/%s)" % (
+        auto, auto, auto.split("+")[1]) in str(err.value)
+    assert tc.solve(driver, [cc], torch_version=pin, python_version="3.11")["local_version"] == auto
 
 
 def test_a_driver_too_old_for_the_gpu_is_refused_before_any_wheel():
