@@ -47,8 +47,9 @@ EXPECTED = {
         "checklist": {"torch_cuda": "fail", "cudnn": "fail", "access": "ok", "monitoring": "ok", "history": "fail"},
         "reason": r"CPU",
     },
-    # 04 runs Ubuntu 24.04 (vast.ai's and RunPod's current base: OpenSSH 9.6p1, Python 3.12), 05 Debian 13 (Python
-    # 3.13); the wheelhouse's torch is for 3.11, so torch is off there: the packages item fails, rightly. multi_gpu
+    # 04 runs Ubuntu 24.04 (vast.ai's and RunPod's current base: OpenSSH 9.6p1, Python 3.12), 05 Ubuntu 22.04
+    # (pytorch/pytorch's and Lambda's base: OpenSSH 8.9p1, Python 3.10); the wheelhouse's torch is for 3.11, so torch
+    # is off there: the packages item fails, rightly. multi_gpu
     # warns: /dev/shm is 1 GiB (scripts/demo-fleet starts the containers with --shm-size=1g, as rented GPU containers
     # are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want unlimited) and NCCL cannot be known without torch.
     "04": {  # simulated 8x H100 SXM with NVSwitch, healthy, Ubuntu 24.04
@@ -56,7 +57,7 @@ EXPECTED = {
         "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn"},
     },
     "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
-        "release": "13", "status": "failed", "gpu": True,
+        "release": "22.04", "openssh": "8.9", "python": "3.10", "status": "failed", "gpu": True,
         "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn", "history": "fail"},
         "reason": r"off the bus|lost|fallen",
         "scrape_errors": ["gpu_is_lost"],  # the exporter says so too, in gpufleet_gpu_scrape_error_info
@@ -126,8 +127,8 @@ def test_no_drift_line_per_host_without_a_majority(report):
 
 
 def test_each_host_runs_its_release(expected_hosts):
-    """The releases the demo stands for: Ubuntu 20.04 (host 02, with its old OpenSSH and Python) and 24.04 (04),
-    Debian 12 and 13."""
+    """The releases the demo stands for: Ubuntu 20.04 (host 02, with its old OpenSSH and Python), 24.04 (04) and
+    22.04 (05), Debian 12 (01, 03)."""
     got, want = {}, {}
     for key, host in sorted(expected_hosts.items()):
         out = host.run(". /etc/os-release && echo $VERSION_ID && ssh -V 2>&1 && python3 -V").stdout.split("\n")
