@@ -340,9 +340,21 @@ def check_exit_status(summary):
     return EXIT_GIVE_BACK if any(needs_more_than_keeping(h) for h in hosts) else EXIT_OK
 
 
+def advisory_note(host):
+    """The pre-check's note under a host's line when its torch has open security advisories (the checklist's
+    ``torch_advisories`` item at warn: the CVEs and their fixed releases); None otherwise. A note only: the
+    advisories take no part in the host's verdict, action or exit status."""
+    checklist = host.get("checklist") if isinstance(host.get("checklist"), dict) else {}
+    item = checklist.get("torch_advisories")
+    if not isinstance(item, dict) or item.get("status") != "warn" or not item.get("summary"):
+        return None
+    return "note: %s" % item["summary"]
+
+
 def check_lines(summary):
-    """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), then a
-    count in which each host is counted once. A host is bad when its action is neither keep nor fix here
+    """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), under it
+    a note when its torch has open security advisories (``advisory_note``), then a count in which each host is
+    counted once. A host is bad when its action is neither keep nor fix here
     (``needs_more_than_keeping``)."""
     hosts = [h for h in summary.get("hosts") or () if isinstance(h, dict)]
     width = max([len(str(h.get("host"))) for h in hosts] + [4])
@@ -358,6 +370,9 @@ def check_lines(summary):
                 before = at
         timing = "  [%s]" % ", ".join(times) if times else ""
         lines.append("%-*s  %s%s" % (width, h.get("host"), h.get("verdict") or KEEP, timing))
+        note = advisory_note(h)
+        if note:
+            lines.append("%-*s  %s" % (width, "", note))
         if needs_more_than_keeping(h):
             bad.append(str(h.get("host")))
     keep = sum(1 for h in hosts if h.get("action") is None)

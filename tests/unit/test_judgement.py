@@ -249,3 +249,27 @@ def test_the_all_reduce_below_its_topology_floor_gives_an_8x_h100_back(busbw, pa
         assert h["verdict"] == "keep"
     else:
         assert h["verdict"].startswith("return to provider: GPU 0: gate nccl_allreduce failed: 200 GB/s < expected 329")
+
+
+# Issue 36: the torch a pre-check found with open advisories is a note under the host's line, never its verdict.
+@pytest.mark.parametrize(("torch", "note"), [
+    ("2.5.1+cu121", "note: torch 2.5.1+cu121: CVE-2025-32434 (fixed in 2.6.0), CVE-2026-24747 (fixed in 2.10.0): "
+                    "torch.load of untrusted files; upgrade to >= 2.10.0; version from the pre-check's environment "
+                    "/usr/bin/python3"),
+    ("2.10.0+cu128", None),     # patched: no note
+    (None, None),               # no torch on the image: nothing to note
+])
+def test_a_torch_advisory_is_a_note_under_the_line_not_the_verdict(torch, note):
+    envs = [{"python": "/usr/bin/python3", "torch": torch}] if torch else []
+    check = dict(deadline_s=60, steps=STEPS, torch_python="/usr/bin/python3" if torch else "", environments=envs)
+    s = report.summarize([_checked("box", check)])
+    (h,) = s["hosts"]
+    assert h["action"] is None and h["status"] == "ok"
+    assert h["verdict"] == "keep" if torch else h["verdict"].startswith("keep (note: no torch on this image")
+    lines, bad = j.check_lines(s)
+    assert bad == [] and j.check_exit_status(s) == j.EXIT_OK
+    assert lines[0].startswith("box   keep")
+    if note:
+        assert lines[1] == "      " + note and len(lines) == 3
+    else:
+        assert len(lines) == 2
