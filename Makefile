@@ -72,20 +72,24 @@ lint: bootstrap
 # tests/skips.py (no GPU, no torch CUDA build), any other fails; every run lists the skips it took. make unit alone
 # (the inner loop) keeps its skips and lists them; under make test it also runs the gate module with real torch.
 export GPUFLEET_STRICT
-TORCH_PYTHON := .cache/torch-venv/bin/python
+# It lives outside the checkout (GPUFLEET_TORCH_VENV; one per torch pin and Python), so a clean clone on a machine that
+# made it before does not install torch again (about 40 s of the unit lane on 2 cores); .complete marks a whole one.
+TORCH_VENV ?= $(or $(GPUFLEET_TORCH_VENV),$(HOME)/.cache/gpufleet/torch-venv-2.13.0-py$(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])'))
+TORCH_PYTHON := $(TORCH_VENV)/bin/python
 
-unit: bootstrap $(if $(filter 1,$(GPUFLEET_STRICT)),test-tools $(TORCH_PYTHON))
-	$(if $(filter 1,$(GPUFLEET_STRICT)),GPUFLEET_TORCH_PYTHON=$(CURDIR)/$(TORCH_PYTHON)) $(BIN)/pytest -q --durations=10 tests/unit
+unit: bootstrap $(if $(filter 1,$(GPUFLEET_STRICT)),test-tools $(TORCH_VENV)/.complete)
+	$(if $(filter 1,$(GPUFLEET_STRICT)),GPUFLEET_TORCH_PYTHON=$(TORCH_PYTHON)) $(BIN)/pytest -q --durations=10 tests/unit
 
 # promtool, Chromium and the other tools the suites run: installed as root on Debian, else named (scripts/lib.sh).
 test-tools:
 	@. scripts/lib.sh && ensure_test_tools
 
 # A Python with torch 2.13.0 (CPU build, from the wheelhouse) for tests/unit/test_gate_module.py's real-torch tests.
-$(TORCH_PYTHON): | wheelhouse
-	rm -rf .cache/torch-venv && python3 -m venv .cache/torch-venv
-	.cache/torch-venv/bin/pip install -q --disable-pip-version-check --no-index --find-links .wheelhouse/torch \
-	  torch==2.13.0 numpy || { rm -rf .cache/torch-venv; echo "no torch 2.13.0 wheel for $$(python3 -V) in .wheelhouse/torch"; exit 1; }
+$(TORCH_VENV)/.complete: | wheelhouse
+	rm -rf $(TORCH_VENV) && python3 -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install -q --disable-pip-version-check --no-index --find-links .wheelhouse/torch \
+	  torch==2.13.0 numpy || { rm -rf $(TORCH_VENV); echo "no torch 2.13.0 wheel for $$(python3 -V) in .wheelhouse/torch"; exit 1; }
+	touch $@
 
 syntax: bootstrap
 	$(BIN)/ansible-playbook --syntax-check -i inventories/example site.yml
