@@ -72,9 +72,13 @@ lint: bootstrap
 # tests/skips.py (no GPU, no torch CUDA build), any other fails; every run lists the skips it took. make unit alone
 # (the inner loop) keeps its skips and lists them; under make test it also runs the gate module with real torch.
 export GPUFLEET_STRICT
-# It lives outside the checkout (GPUFLEET_TORCH_VENV; one per torch pin and Python), so a clean clone on a machine that
-# made it before does not install torch again (about 40 s of the unit lane on 2 cores); .complete marks a whole one.
-TORCH_VENV ?= $(or $(GPUFLEET_TORCH_VENV),$(HOME)/.cache/gpufleet/torch-venv-2.13.0-py$(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])'))
+# It lives outside the checkout (in GPUFLEET_CACHE, as scripts/lib.sh sets it; one per torch pin and Python), so a
+# clean clone on a machine that made it before does not install torch again (about 40 s of the unit lane on 2 cores);
+# .complete marks a whole one.
+GPUFLEET_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gpufleet
+export GPUFLEET_CACHE
+TORCH_CPU := 2.13.0
+TORCH_VENV := $(or $(GPUFLEET_CACHE),$(CURDIR)/.cache)/torch-venv-$(TORCH_CPU)-py$(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 TORCH_PYTHON := $(TORCH_VENV)/bin/python
 
 unit: bootstrap $(if $(filter 1,$(GPUFLEET_STRICT)),test-tools $(TORCH_VENV)/.complete)
@@ -84,11 +88,11 @@ unit: bootstrap $(if $(filter 1,$(GPUFLEET_STRICT)),test-tools $(TORCH_VENV)/.co
 test-tools:
 	@. scripts/lib.sh && ensure_test_tools
 
-# A Python with torch 2.13.0 (CPU build, from the wheelhouse) for tests/unit/test_gate_module.py's real-torch tests.
+# A Python with torch $(TORCH_CPU) (CPU build, from the wheelhouse) for tests/unit/test_gate_module.py's real-torch tests.
 $(TORCH_VENV)/.complete: | wheelhouse
 	rm -rf $(TORCH_VENV) && python3 -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/pip install -q --disable-pip-version-check --no-index --find-links .wheelhouse/torch \
-	  torch==2.13.0 numpy || { rm -rf $(TORCH_VENV); echo "no torch 2.13.0 wheel for $$(python3 -V) in .wheelhouse/torch"; exit 1; }
+	  torch==$(TORCH_CPU) numpy || { rm -rf $(TORCH_VENV); echo "no torch $(TORCH_CPU) wheel for $$(python3 -V) in .wheelhouse/torch"; exit 1; }
 	touch $@
 
 syntax: bootstrap

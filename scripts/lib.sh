@@ -3,6 +3,10 @@
 
 GPUFLEET_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export GPUFLEET_ROOT
+# What set-up makes once per machine, outside the checkout (the controller venv, the wheelhouse copy, ansible-test's
+# home; the Makefile's CPU torch venv too): a clean clone on a machine that made them reuses them. Empty: no cache.
+GPUFLEET_CACHE=${GPUFLEET_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet}
+export GPUFLEET_CACHE
 
 log() { printf '[gpufleet] %s\n' "$*" >&2; }
 die() { printf '[gpufleet] error: %s\n' "$*" >&2; exit 1; }
