@@ -17,7 +17,7 @@ import re
 from . import specs
 from .audit import SHM_MIN_MIB
 from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1", the same encoding as NVML's
-from .torchcompat import CUDA_VARIANTS, InvalidInput, parse_driver
+from .torchcompat import CUDA_VARIANTS, InvalidInput, first_covering, parse_driver
 
 REF = "shared/reference/cuda-failures-and-compat.md"
 DESIGN = "shared/DESIGN.md 'The doctor'"
@@ -157,6 +157,10 @@ def m_arch_missing_from_wheel(v):
             out.update(arch_list=list(arch_list), gpus=[
                 {"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability")}
                 for g in missing])
+            # The earliest torch release and CUDA variant with kernels for them (torchcompat's table), for the line
+            # "needs cu128 or later"; None when no release known there has them.
+            needs = first_covering([g["cc"] for g in missing])
+            out["needs"] = {"series": needs[0], "variant": needs[1]} if needs else None
     text = _text_hit(v, "no_kernel_image")
     if text:
         out["torch_text"] = text["no_kernel_image"]

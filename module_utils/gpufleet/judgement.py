@@ -179,10 +179,24 @@ def _fit(head, texts):
         return head[:VERDICT_MAX]
     more = " (+%d more)" % (len(texts) - 1) if len(texts) > 1 else ""
     room = VERDICT_MAX - len(head) - len(more)
-    first = texts[0]
-    if len(first) > room:
-        first = first[:max(room - 3, 0)].rstrip() + "..."
-    return head + first + more
+    return head + _cut(texts[0], room) + more
+
+
+def _cut(text, room):
+    """``text`` within ``room`` characters: whole, or cut at a word's end, outside parentheses, with "..."."""
+    if len(text) <= room:
+        return text
+    cut = text[:max(room - 3, 0) + 1]
+    cut = cut[:cut.rfind(" ")] if " " in cut else cut[:-1]
+    stack = []
+    for i, ch in enumerate(cut):
+        if ch in "([":
+            stack.append(i)
+        elif ch in ")]" and stack:
+            stack.pop()
+    if stack:  # an open parenthesis: cut before the outermost one
+        cut = cut[:stack[0]]
+    return cut.rstrip(" ,;:(") + "..."
 
 
 def verdict(action, findings):
@@ -291,35 +305,252 @@ def _uvm(ev):
     return "nvidia_uvm is not loaded (%s loaded): CUDA cannot start" % ", ".join(ev.get("modules") or ["nvidia"])
 
 
-# Doctor code -> its evidence as a few words in numbers (the verdict quotes it); other codes: their meaning.
+def _short_gpu(name):
+    """A GPU's model as a renter says it: "NVIDIA GeForce RTX 5090" -> "RTX 5090"."""
+    text = " ".join(str(name or "GPU").split())
+    for prefix in ("NVIDIA ", "GeForce "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
+
+
+def _torch_build(ev, where):
+    """ "torch 2.7.1+cu126", with " in WHERE" when the judged environment is not the login shell's python."""
+    return "torch %s%s" % (ev.get("torch_version") or "(version unknown)", " in %s" % where if where else "")
+
+
+def _sm(cc):
+    major, minor = (str(cc).split(".") + ["0"])[:2]
+    return "sm_%s%s" % (int(major), int(minor))
+
+
+def _arch_missing(ev, where):
+    gpus = [g for g in ev.get("gpus") or () if isinstance(g, dict) and g.get("compute_capability")]
+    if not gpus:
+        return None  # only torch's text: the meaning says it
+    arches = sorted({_sm(g["compute_capability"]) for g in gpus})
+    names = []
+    for g in gpus:
+        if _short_gpu(g.get("name")) not in names:
+            names.append(_short_gpu(g.get("name")))
+    needs = ev.get("needs") if isinstance(ev.get("needs"), dict) else None
+    if needs is None:
+        needs = _first_covering([g["compute_capability"] for g in gpus])
+    return "%s has no %s kernels (%s)%s" % (
+        _torch_build(ev, where), "/".join(arches), ", ".join(names),
+        ": needs %s or later" % needs["variant"] if needs and needs.get("variant") else
+        ": no torch release known here has them")
+
+
+def _first_covering(ccs):
+    """{"series", "variant"} of the earliest torch build with kernels for every one of ``ccs``, or None."""
+    try:
+        from .torchcompat import first_covering, parse_cc
+
+        got = first_covering([parse_cc(c) for c in ccs])
+    except Exception:  # the compatibility table is optional here: a line must render without it
+        return None
+    return {"series": got[0], "variant": got[1]} if got else None
+
+
+def _wrong_variant(ev, where):
+    have = ev.get("driver_supports_cuda")
+    floor = ev.get("driver_below_floor")
+    driver = ev.get("driver_version")
+    if ev.get("torch_cuda") and (have or floor or driver):
+        tail = ("the driver supports CUDA %s" % have if have else
+                "driver %s is below its floor %s" % (driver or "?", floor) if floor else
+                "driver %s cannot run it" % driver)
+        return "%s is built for CUDA %s: %s" % (_torch_build(ev, where), ev["torch_cuda"], tail)
+    return None
+
+
+def _gpus_of(ev, key="gpus"):
+    return ", ".join(str(g) for g in ev.get(key) or ())
+
+
+def _no_driver(ev):
+    signs = []
+    if ev.get("nvidia_module_loaded") is False:
+        signs.append("no nvidia module in /proc/modules")
+    if "proc_driver_nvidia_version" in ev:
+        signs.append("no /proc/driver/nvidia/version")
+    if ev.get("nvml_error"):
+        signs.append("NVML: %s" % ev["nvml_error"])
+    return "no NVIDIA driver loaded: %s" % "; ".join(signs) if signs else None
+
+
+def _without_gpus(ev):
+    if "device_nodes" not in ev:
+        return None
+    nodes = ev.get("device_nodes") or []
+    parts = ["no /dev/nvidiaN node (%s)" % ("only %s" % ", ".join(nodes) if nodes else "no /dev/nvidia* at all")]
+    if ev.get("nvml_error"):
+        parts.append("NVML: %s" % ev["nvml_error"])
+    if ev.get("host_driver_version"):
+        parts.append("the machine runs driver %s" % ev["host_driver_version"])
+    return "container started without GPUs: %s" % "; ".join(parts)
+
+
+def _mismatch(ev):
+    said = ev.get("nvml_error") or ("cuInit %s" % ev["cuinit_result"] if ev.get("cuinit_result") else None) \
+        or ev.get("kernel_log")
+    return "driver/library version mismatch: %s" % " ".join(str(said).split())[:100] if said else None
+
+
+def _nodes_missing(ev):
+    if not ev.get("missing"):
+        return None
+    return "driver %s loaded, %s missing" % (ev.get("driver_version") or "?", ", ".join(ev.get("missing") or ()))
+
+
+def _cvd(ev):
+    if "CUDA_VISIBLE_DEVICES" not in ev:
+        return None
+    problems = ev.get("problems") or ["invalid"]
+    count = ev.get("gpu_count")
+    return "CUDA_VISIBLE_DEVICES=%r: %s%s" % (ev["CUDA_VISIBLE_DEVICES"], problems[0],
+                                            " (%s GPU(s) here)" % count if count is not None else "")
+
+
+def _library(text, pattern):
+    import re
+
+    m = re.search(pattern, str(text or ""))
+    return m.group(0) if m else None
+
+
+def _libcudart(ev, where):
+    lib = _library(ev.get("torch_text"), r"libcudart\.so[\d.]*")
+    return "%s cannot be loaded%s" % (lib, " (torch in %s)" % where if where else "") if lib else None
+
+
+def _shadowing(ev):
+    entries = ev.get("ld_library_path") or []
+    if entries:
+        return "LD_LIBRARY_PATH puts %s (%s) before torch's own CUDA libraries" % (
+            entries[0].get("path"), entries[0].get("source") or "environment")
+    if ev.get("ld_so_conf"):
+        return "ld.so.conf: %s" % ev["ld_so_conf"]
+    symbol = _library(ev.get("torch_text"), r"undefined symbol: __nvJitLink\w*")
+    return "import torch: %s (a system CUDA library shadows torch's own)" % symbol if symbol else None
+
+
+def _fabric(ev):
+    if not ev.get("fabric_manager"):
+        return None
+    return "NVSwitch machine with the fabric manager %s%s" % (
+        ev.get("fabric_manager"), ": cuInit error 802" if ev.get("cuinit_result") == 802 else ": Error 802")
+
+
+def _compat(ev):
+    if not (ev.get("libcuda_path") or ev.get("cuinit_result") or ev.get("torch_text")):
+        return None
+    return "Error 804: forward-compatibility libcuda %s on a GPU without support" % (
+        ev.get("libcuda_path") or "(path unknown)")
+
+
+def _ecc(ev):
+    parts = []
+    if ev.get("xid_counts"):
+        parts.append("Xid %s" % ", ".join("%s x%s" % kv for kv in sorted(ev["xid_counts"].items())))
+    if ev.get("remapped_rows_failure_gpus"):
+        parts.append("failed row remap on GPU %s" % _gpus_of(ev, "remapped_rows_failure_gpus"))
+    return "ECC: %s" % "; ".join(parts) if parts else None
+
+
+def _recovery(ev):
+    hits = [g for g in ev.get("gpus") or () if isinstance(g, dict)]
+    return "; ".join("GPU %s needs recovery %s (%s)" % (g.get("gpu"), g.get("name"), g.get("renter_action"))
+                     for g in hits) or None
+
+
+def _quota(ev):
+    if ev.get("cpu_quota") is None:
+        return None
+    return "CPU quota %s of %s visible CPUs: thread pools of %s would be throttled, size them to %s" % (
+        ev.get("cpu_quota"), ev.get("visible_cpus"), ev.get("visible_cpus"), ev.get("suggested_threads"))
+
+
+# Doctor code -> its evidence as a few words in numbers (the verdict quotes it); other codes: their meaning's first
+# whole sentence. Each takes the finding's evidence and ``where``: the environment whose torch was judged, named
+# only when it is not the login shell's python (None otherwise).
 BRIEFS = {
-    "nvidia_uvm_not_loaded": _uvm,
-    "gpu_used_by_another_tenant": _tenant,
-    "gpu_partitioned": _partitioned,
-    "container_lost_gpus": _lost,
-    "provider_claim_mismatch": _claim,
-    "fewer_gpus_than_rented": lambda ev: "%s GPU(s) visible, %s rented" % (
+    "nvidia_uvm_not_loaded": lambda ev, where: _uvm(ev),
+    "gpu_used_by_another_tenant": lambda ev, where: _tenant(ev),
+    "gpu_partitioned": lambda ev, where: _partitioned(ev),
+    "container_lost_gpus": lambda ev, where: _lost(ev),
+    "provider_claim_mismatch": lambda ev, where: _claim(ev),
+    "fewer_gpus_than_rented": lambda ev, where: "%s GPU(s) visible, %s rented" % (
         ev.get("gpu_count"), ev.get("expected_gpu_count")),
-    "cpu_only_wheel": lambda ev: "torch %s is a CPU-only build" % ev.get("torch_version"),
-    "xid_79_fallen_off_bus": lambda ev: "Xid 79 (GPU fell off the bus): %s" % ", ".join(
+    "cpu_only_wheel": lambda ev, where: "%s is a CPU-only build" % _torch_build(ev, where),
+    "arch_missing_from_wheel": _arch_missing,
+    "wrong_variant_for_driver": _wrong_variant,
+    "xid_79_fallen_off_bus": lambda ev, where: "Xid 79 (GPU fell off the bus): %s" % ", ".join(
         "%s x%s" % kv for kv in sorted((ev.get("xid_counts") or {}).items())),
+    "no_driver": lambda ev, where: _no_driver(ev),
+    "container_without_gpus": lambda ev, where: _without_gpus(ev),
+    "driver_library_mismatch": lambda ev, where: _mismatch(ev),
+    "device_nodes_missing": lambda ev, where: _nodes_missing(ev),
+    "cuda_visible_devices_empty_or_invalid": lambda ev, where: _cvd(ev),
+    "libcudart_not_found": _libcudart,
+    "ld_library_path_shadowing": lambda ev, where: _shadowing(ev),
+    "cuda_link_wrong_target": lambda ev, where: ev.get("message"),
+    "error_802_fabric_manager": lambda ev, where: _fabric(ev),
+    "error_804_forward_compat": lambda ev, where: _compat(ev),
+    "ecc_or_row_remap_failure": lambda ev, where: _ecc(ev),
+    "persistence_mode_off": lambda ev, where: "persistence mode off on GPU %s" % _gpus_of(ev) if ev.get("gpus")
+    else None,
+    "cpu_quota_below_visible_cpus": lambda ev, where: _quota(ev),
+    "pids_max_low": lambda ev, where: "pids.max %s (threads included), below %s" % (
+        ev["pids_max"], ev.get("threshold")) if ev.get("pids_max") is not None else None,
+    "shm_too_small": lambda ev, where: "/dev/shm %s MiB, below the %s MiB NCCL and DataLoader workers need" % (  # noqa: S108
+        ev["shm_size_mib"], ev.get("minimum_mib")) if ev.get("shm_size_mib") is not None else None,
+    "gpu_recovery_action": lambda ev, where: _recovery(ev),
 }
+# Doctor codes about the judged torch: their line names the environment when it is not the login shell's python.
+TORCH_CODES = frozenset(["cpu_only_wheel", "arch_missing_from_wheel", "wrong_variant_for_driver",
+                         "libcudart_not_found"])
+# Words that end with a period inside a sentence ("e.g. Blackwell"): no sentence ends there.
+_ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf", "approx")
 
 
-def brief(code, evidence, meaning):
+def first_sentence(text):
+    """The first whole sentence of ``text``, without its period: never cut inside parentheses or quotes, nor after
+    an abbreviation ("e.g.")."""
+    text = " ".join(str(text).split())
+    depth, quoted = 0, False
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(depth - 1, 0)
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "." and not depth and not quoted and text[i + 1:i + 2] in (" ", ""):
+            word = text[:i].rsplit(" ", 1)[-1].lstrip("(\"'").lower()
+            if word in _ABBREVIATIONS:
+                continue
+            return text[:i]
+    return text
+
+
+def brief(code, evidence, meaning, where=None):
     """The doctor finding ``code`` in a few words and numbers from its ``evidence``; else its ``meaning``'s first
-    sentence."""
+    whole sentence. ``where``: the environment whose torch was judged, for a torch finding when it is not the
+    login shell's python."""
     make = BRIEFS.get(code)
-    if make and isinstance(evidence, dict):
+    if make and isinstance(evidence, dict) and evidence:
         try:
-            text = make(evidence)
+            text = make(evidence, where if code in TORCH_CODES else None)
         except (TypeError, ValueError, KeyError, AttributeError):
             text = None
         if text:
             return text
-    text = str(meaning or code)
-    cut = text.find(". ")
-    return text[:cut] if cut > 0 else text.rstrip(".")
+    text = first_sentence(meaning or code)
+    if where and code in TORCH_CODES:
+        text = "%s (torch in %s)" % (text, where)
+    return text
 
 
 # ----------------------------------------------------------------------------- the pre-check's lines
@@ -351,12 +582,36 @@ def advisory_note(host):
     return "note: %s" % item["summary"]
 
 
+def torch_note(host):
+    """The pre-check's line under a host that lists every environment with torch and its build, the judged one
+    first with why (``judged``'s reason), e.g. "torch: 2.5.1+cu121 in /venv/main (judged: the login shell's
+    python), 2.4.0 in /usr/bin/python3". Only where it says more than the verdict: two or more environments with
+    torch, or the judged one is not the login shell's python; None otherwise."""
+    check = host.get("check") if isinstance(host.get("check"), dict) else {}
+    envs = [e for e in check.get("environments") or () if isinstance(e, dict) and e.get("torch")]
+    judged = check.get("judged") if isinstance(check.get("judged"), dict) else None
+    if not envs or not (len(envs) > 1 or (judged and judged.get("named"))):
+        return None  # the verdict says it all: no torch ("no torch on this image"), or the login shell's only
+    first = [e for e in envs if judged and e.get("python") == judged.get("python")]
+    parts = []
+    for e in first + [e for e in envs if e not in first]:
+        text = "%s in %s" % (e.get("torch"), e.get("where") or e.get("python"))
+        if e in first:
+            text += " (judged%s)" % (": %s" % judged["reason"] if judged.get("reason") else "")
+        parts.append(text)
+    return "torch: " + ", ".join(parts)
+
+
 def check_lines(summary):
     """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), under it
-    a note when its torch has open security advisories (``advisory_note``), then a count in which each host is
-    counted once. A host is bad when its action is neither keep nor fix here
-    (``needs_more_than_keeping``)."""
-    hosts = [h for h in summary.get("hosts") or () if isinstance(h, dict)]
+    the environments with torch (``torch_note``) and a note when its torch has open security advisories
+    (``advisory_note``), then a count in which each host is counted once, in one category. A host is bad when its
+    action is neither keep nor fix here (``needs_more_than_keeping``)."""
+    hosts, seen = [], set()
+    for h in summary.get("hosts") or ():
+        if isinstance(h, dict) and str(h.get("host")) not in seen:  # one row per host, however often it is listed
+            seen.add(str(h.get("host")))
+            hosts.append(h)
     width = max([len(str(h.get("host"))) for h in hosts] + [4])
     lines, bad = [], []
     for h in hosts:
@@ -370,13 +625,13 @@ def check_lines(summary):
                 before = at
         timing = "  [%s]" % ", ".join(times) if times else ""
         lines.append("%-*s  %s%s" % (width, h.get("host"), h.get("verdict") or KEEP, timing))
-        note = advisory_note(h)
-        if note:
-            lines.append("%-*s  %s" % (width, "", note))
+        for note in (torch_note(h), advisory_note(h)):
+            if note:
+                lines.append("%-*s  %s" % (width, "", note))
         if needs_more_than_keeping(h):
             bad.append(str(h.get("host")))
     keep = sum(1 for h in hosts if h.get("action") is None)
+    fix = sum(1 for h in hosts if h.get("action") == ACTION_FIX)
     lines.append("%d host(s): %d keep, %d fix here, %d to give back, restart, reboot or check again%s" % (
-        len(hosts), keep, sum(1 for h in hosts if h.get("action") == ACTION_FIX), len(bad),
-        ": %s" % ", ".join(bad) if bad else ""))
+        len(hosts), keep, fix, len(bad), ": %s" % ", ".join(bad) if bad else ""))
     return lines, bad

@@ -338,6 +338,8 @@ def _host_entry(result):
         remediation = doctor.get("remediation")
         entry["doctor"] = {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
                            "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
+        judged = _d(_d(entry["check"]).get("judged"))
+        where = judged.get("where") if judged.get("named") else None
         if doctor.get("status") not in ("ok", "fixed", "healthy"):
             # The doctor ran on the host: its findings are evidence even where no GPU facts were read.
             for f in dfind:
@@ -351,10 +353,11 @@ def _host_entry(result):
                     # it is a note with its remedy, not "fix here".
                     sev, action = "info", None
                 found(_finding("doctor", f.get("code"), sev,
-                               _judgement.brief(f.get("code"), f.get("evidence"), meaning),
+                               _judgement.brief(f.get("code"), f.get("evidence"), meaning, where=where),
                                reason="doctor: %s" % meaning, action=action,
                                evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
                                meaning=meaning, remedy=_text(f.get("remedy")) or None))
+    _torch_environment_note(entry, found)
     return entry
 
 
@@ -368,10 +371,12 @@ def _check_findings(entry, check, found):
     if not isinstance(check, dict):
         return
     steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in CHECK_STEPS.values()}
+    environments, judged = _environments(check)
     entry["check"] = {"steps": steps, "total_s": _price(check.get("total_s")),
                       "deadline_s": _price(check.get("deadline_s")),
                       "torch_python": _text(check.get("torch_python")) or None,
-                      "probe_run": _flag(check.get("probe_run")) is True}
+                      "probe_run": _flag(check.get("probe_run")) is True,
+                      "environments": environments, "judged": judged}
     step = _price(check.get("failed_step"))
     if step is not None:
         name = CHECK_STEPS.get(int(step), "?")
@@ -389,9 +394,62 @@ def _check_findings(entry, check, found):
         else:
             found(_finding("check", "check_step_failed", "unknown", "check failed in step %d (%s): %s" % (
                 step, name, _text(check.get("error"))), evidence={"step": step, "error": check.get("error")}))
-    elif steps.get("environment") is not None and not entry["check"]["torch_python"]:
+    elif (steps.get("environment") is not None and not entry["check"]["torch_python"]
+          and not any(e["torch"] for e in environments)):
         found(_finding("check", "no_torch_on_image", "info", "no torch on this image: judged with NVML alone",
                        evidence={"pythons_tried": _l(check.get("pythons_tried"))}))
+
+
+def _env_where(python, kind):
+    """An environment as a line names it: a venv's or conda's prefix (/venv/main, /opt/conda), else the Python."""
+    python = _text(python)
+    head, tail = python.rsplit("/", 1) if "/" in python else ("", python)
+    if kind in ("venv", "conda", "gpufleet", "login_shell") and head.endswith("/bin") and tail.startswith("python") \
+            and head[:-len("/bin")] not in ("", "/usr", "/usr/local"):
+        return head[:-len("/bin")]
+    return python
+
+
+def _environments(check):
+    """(the environments with torch, the judged one) from the pre-check's record (scripts/find-python's envs and
+    judged). Each: python, kind, torch (its build), where (as a line names it). The judged one adds why (the
+    script's words), reason (a few words for the line) and named: whether the host's line names it (it is not
+    what the login shell's python runs)."""
+    envs = [e for e in _l(check.get("environments")) if isinstance(e, dict) and e.get("python")]
+    with_torch = [{"python": _text(e["python"]), "kind": _text(e.get("kind")) or None, "torch": _text(e["torch"]),
+                   "where": _env_where(e["python"], e.get("kind"))} for e in envs if e.get("torch")]
+    said = _d(check.get("judged"))
+    python = _text(said.get("python")) or _text(check.get("torch_python"))
+    if not python:
+        return with_torch, None
+    env = next((e for e in with_torch if e["python"] == python), None) or {
+        "python": python, "kind": None, "torch": None, "where": python}
+    login = next((e for e in envs if e.get("kind") == "login_shell"), None)
+    if env["kind"] is None:
+        reason = None  # a record without kinds (find-python before the search list): nothing to say why
+    elif env["kind"] == "login_shell":
+        reason = "the login shell's python"
+    elif login is not None:
+        reason = "the login shell's %s has no torch" % _env_where(login["python"], "system")
+    elif envs:
+        reason = "the login shell gave no python"
+    else:
+        reason = None
+    return with_torch, dict(env, why=_text(said.get("why")) or None, reason=reason,
+                            named=env["kind"] not in (None, "login_shell"))
+
+
+def _torch_environment_note(entry, found):
+    """An info note naming the environment whose torch was judged when it is not the login shell's python and no
+    torch finding names it already (a torch finding's line does: judgement.TORCH_CODES)."""
+    judged = _d(_d(entry.get("check")).get("judged"))
+    if not judged.get("named") or not judged.get("torch"):
+        return
+    if any(f["code"] in _judgement.TORCH_CODES for f in entry["judgement"]):
+        return
+    found(_finding("check", "torch_environment", "info", "torch %s in %s%s" % (
+        judged["torch"], judged["where"], "; %s" % judged["reason"] if judged.get("reason") else ""),
+        evidence={"python": judged["python"], "kind": judged["kind"], "why": judged.get("why")}))
 
 
 def _as_intended(finding):
