@@ -180,3 +180,27 @@ def test_no_torch_on_this_image_only_when_no_environment_has_torch():
                                   "gpu": {"source": "nvml", "gpu_count": 1, "health": {"status": "ok", "findings": []},
                                           "gpus": [{"index": 0, "name": "NVIDIA H100 PCIe"}]}}])["hosts"]
         assert ("no torch on this image" in h["verdict"]) is said, h["verdict"]
+
+
+def test_gpufleets_own_venv_is_judged_without_naming_it():
+    """A provisioned host: torch in /opt/gpufleet/venv (site.yml's), none in the login shell's python3. Judged, listed
+    in the record, not named in the line (the demo's host 01 reads "keep")."""
+    envs = [{"python": "/usr/bin/python3", "kind": "login_shell", "version": "3.11.2", "torch": None, "nvml": False},
+            {"python": "/opt/gpufleet/venv/bin/python", "kind": "gpufleet", "version": "3.11.2",
+             "torch": "2.13.0+cpu", "nvml": True}]
+    check = {"deadline_s": 60, "steps": STEPS, "torch_python": "/opt/gpufleet/venv/bin/python", "environments": envs,
+             "judged": {"python": "/opt/gpufleet/venv/bin/python", "why": "..."}}
+    (h,) = report.summarize([{"host": "box", "reachable": True, "failed": False, "check": check,
+                              "gpu": {"source": "nvml", "gpu_count": 0, "gpus": [], "health": {"status": "ok",
+                                                                                          "findings": []}},
+                              "expected_gpu_count": 0}])["hosts"]
+    assert h["verdict"] == "keep", h["verdict"]
+    assert h["check"]["judged"]["where"] == "/opt/gpufleet/venv" and h["check"]["judged"]["named"] is False
+
+
+def test_the_count_counts_each_host_once():
+    """A host listed twice in a summary (two result files for one box) is one line and one count."""
+    h = {"host": "box", "action": j.ACTION_FIX, "verdict": "fix here: torch 2.7.1+cu126 has no sm_120 kernels"}
+    lines, bad = j.check_lines({"hosts": [h, dict(h)]})
+    assert bad == [] and len(lines) == 2
+    assert lines[-1] == "1 host(s): 0 keep, 1 fix here, 0 to give back, restart, reboot or check again"

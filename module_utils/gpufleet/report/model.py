@@ -410,11 +410,16 @@ def _env_where(python, kind):
     return python
 
 
+# Kinds of judged environment a host's line does not name: the login shell's python (what the renter runs), gpufleet's
+# own venv (site.yml's, where provisioned hosts keep torch), and a record without kinds.
+_NOT_NAMED = (None, "login_shell", "gpufleet")
+
+
 def _environments(check):
     """(the environments with torch, the judged one) from the pre-check's record (scripts/find-python's envs and
     judged). Each: python, kind, torch (its build), where (as a line names it). The judged one adds why (the
-    script's words), reason (a few words for the line) and named: whether the host's line names it (it is not
-    what the login shell's python runs)."""
+    script's words), reason (a few words for the line) and named: whether the host's line names it (``_NOT_NAMED``:
+    not the login shell's python nor gpufleet's own venv)."""
     envs = [e for e in _l(check.get("environments")) if isinstance(e, dict) and e.get("python")]
     with_torch = [{"python": _text(e["python"]), "kind": _text(e.get("kind")) or None, "torch": _text(e["torch"]),
                    "where": _env_where(e["python"], e.get("kind"))} for e in envs if e.get("torch")]
@@ -436,7 +441,7 @@ def _environments(check):
     else:
         reason = None
     return with_torch, dict(env, why=_text(said.get("why")) or None, reason=reason,
-                            named=env["kind"] not in (None, "login_shell"))
+                            named=env["kind"] not in _NOT_NAMED)
 
 
 def _torch_environment_note(entry, found):
