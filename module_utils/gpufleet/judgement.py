@@ -21,6 +21,8 @@ Meanings, remedies and the commands to run are not in the verdict: ``what_to_do(
 the report's "what to do" section.
 """
 
+import re
+
 ACTION_RETURN = "return to provider"
 ACTION_RESTART = "restart the container"
 ACTION_REBOOT = "reboot"
@@ -409,13 +411,11 @@ def _cvd(ev):
         return None
     problems = ev.get("problems") or ["invalid"]
     count = ev.get("gpu_count")
-    return "CUDA_VISIBLE_DEVICES=%r: %s%s" % (ev["CUDA_VISIBLE_DEVICES"], problems[0],
-                                            " (%s GPU(s) here)" % count if count is not None else "")
+    here = " (%s GPU(s) here)" % count if count is not None else ""
+    return "CUDA_VISIBLE_DEVICES=%r: %s%s" % (ev["CUDA_VISIBLE_DEVICES"], problems[0], here)
 
 
 def _library(text, pattern):
-    import re
-
     m = re.search(pattern, str(text or ""))
     return m.group(0) if m else None
 
