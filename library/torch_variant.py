@@ -78,8 +78,14 @@ options:
         Linux x86_64 (C(cu130) for 2.14); torch is then pinned without the label, and the install is checked by
         C(torch.__version__) and C(torch.version.cuda).
       - Omit when the host installs from an index.
+      - With I(python_version), the torch wheels of the selected release must include one for that Python (C(cp311)
+        for 3.11); else the request is refused naming the Python and the C(pip download) command that adds it.
     type: list
     elements: str
+  wheelhouse:
+    description: The wheelhouse folder on the controller, named in the refusals (where the missing wheel goes).
+    type: str
+    default: ""
   installed:
     description:
       - What the venv's Python reports after install, C(version) (C(torch.__version__)) and C(cuda)
@@ -226,6 +232,44 @@ def wheelhouse_problems(requirements, files):
     return problems
 
 
+_WHEEL_TAGS = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)"
+                         r"-(?P<plat>[^-]+)\.whl$", re.IGNORECASE)
+
+
+def wheelhouse_python_problems(requirement, files, python_version, wheelhouse="", index_url=""):
+    """The torch wheel of ``requirement`` for ``python_version`` missing from a wheelhouse that holds it for others.
+
+    A wheelhouse with no wheel of that release at all is ``wheelhouse_problems``' to report; here the release is
+    there, built for other Pythons (``cp311`` only, asked 3.12): pip with --no-index would fail mid-install with
+    "No matching distribution" and name no Python.
+    """
+    pin = _pin(requirement)
+    if pin is None or not python_version:
+        return []
+    name, version = pin
+    want = "cp" + "".join(python_version.split(".")[:2])
+    tags = set()
+    for f in files or []:
+        m = _WHEEL_TAGS.match(os.path.basename(f))
+        if not m or _canon(m.group("name")) != name:
+            continue
+        have = m.group("version")
+        if have == version or ("+" not in version and have.split("+")[0] == version):
+            tags.update(m.group("py").lower().split("."))
+    if not tags or want in tags or "py3" in tags:
+        return []
+    held = ", ".join("Python %s.%s" % (t[2], t[3:]) if re.match(r"^cp3\d+$", t) else t for t in sorted(tags))
+    where = wheelhouse or "the wheelhouse"
+    command = ("pip download --only-binary=:all: --no-deps --python-version %s --platform manylinux_2_28_x86_64 -d %s "
+               "'%s'%s" % (python_version, wheelhouse or "WHEELHOUSE", requirement,
+                           " --index-url %s" % index_url if index_url else ""))
+    return [{"code": "wheelhouse_python", "item": requirement,
+             "message": "%s holds %s %s for %s only, none for Python %s (the Python torch is installed into): add "
+                        "it on the controller with `%s` (scripts/wheelhouse fills .wheelhouse/torch for Python 3.11 "
+                        "only), or empty torch_pip_wheelhouse to install from the index"
+                        % (where, name, version, held, python_version, command)}]
+
+
 def wheelhouse_variants(files, torch_version):
     """Variants of ``torch_version``'s release the wheelhouse holds wheels of, in DEFAULT_PREFER order.
 
@@ -349,6 +393,7 @@ def main():
             packages=dict(type="list", elements="str", default=[]),
             index_url=dict(type="str", default=""),
             wheelhouse_files=dict(type="list", elements="str"),
+            wheelhouse=dict(type="str", default=""),
             installed=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -392,6 +437,8 @@ def main():
     problems = tc.validate_request(requirements, variant=selection["variant"])
     if p["wheelhouse_files"] is not None:
         problems += wheelhouse_problems(requirements, p["wheelhouse_files"])
+        problems += wheelhouse_python_problems(selection["requirement"], p["wheelhouse_files"], p["python_version"],
+                                               p["wheelhouse"], selection["index_url"])
     selection.update(requirements=requirements, python_version=p["python_version"] or None,
                      index_url=p["index_url"] or selection["index_url"])
     if problems:
