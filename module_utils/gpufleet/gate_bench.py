@@ -653,11 +653,12 @@ def run(torch, params, specs_lookup, pynvml=None, kernel_log=read_xids, clock=ti
             raw.extend(sustained_entries(load, gpus, device, "burn_in_", xid, slowdown))
     wall = round(budget.used(), 3)
     within = wall <= params["time_budget_s"]
-    if not within and budget.stopped is None:
+    if not within:
         # The budget is hard: a gate that ended past it says so (the module's budget_spent and budget_note),
-        # never "finished within the budget". A refusal already reported stays the note.
-        budget.stopped = "time budget overrun: %.1f s of %.0f s used, %.1f s past its end" % (
+        # never "finished within the budget"; after a refusal, the note names both.
+        overrun = "time budget overrun: %.1f s of %.0f s used, %.1f s past its end" % (
             wall, params["time_budget_s"], wall - params["time_budget_s"])
+        budget.stopped = overrun if budget.stopped is None else "%s; then %s" % (budget.stopped, overrun)
     return {"gpus": gpus, "raw": raw, "skipped": skipped, "device_count": count,
             "torch_version": str(torch.__version__), "duration_s": wall,
             "budget": {"tier": params["tier"], "time_budget_s": params["time_budget_s"], "wall_s": wall,

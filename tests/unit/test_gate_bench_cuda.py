@@ -244,6 +244,19 @@ def test_a_gate_that_ends_past_its_budget_says_it_overran():
     assert result["skipped"] == []
 
 
+def test_an_overrun_after_a_refusal_is_said_too():
+    # the same slow GPU: its GEMM spends the budget, the memory test that follows is refused (budget_spent), and
+    # the gate still ends 7.9 s past its end: the note names both, the refusal first
+    machine = FakeCudaMachine([FakeGpu(tflops={"bfloat16": 1.0})])
+    result, _entries = run(machine, clock=machine.now, tests=["bf16_gemm", "memory_bandwidth"], time_budget_s=2,
+                           warmup=3, repetitions=3)
+    budget = result["budget"]
+    (refused,) = result["skipped"]
+    assert refused["test"] == "memory_bandwidth" and refused["budget"] is True
+    assert budget["within"] is False
+    assert budget["stopped"] == "%s; then time budget overrun: 9.9 s of 2 s used, 7.9 s past its end" % refused["why"]
+
+
 def test_a_gate_that_ends_in_time_has_no_budget_note():
     machine = FakeCudaMachine(h100_sxm(1))
     result, _entries = run(machine, clock=machine.now, tests=["bf16_gemm"], time_budget_s=2)

@@ -105,6 +105,10 @@ def test_host_without_usable_cuda_fails_with_the_doctors_classification(tmp_path
 
 
 TORCH_PYTHON = os.environ.get("GPUFLEET_TORCH_PYTHON")
+# What a gate in cpu mode may end past its budget on the 2-core CI machine (docs/gate.md, "The budget"): the round of
+# the sustained load that started before the deadline, 0.1 s of CPU time (gate_bench.MIN_INTERVAL_S) that a CPU
+# shared with a load of 15 stretches to about 0.8 s of wall time; 2 s leaves room for more.
+BUDGET_SLACK_S = 2.0
 
 
 # The quick and full tiers in cpu mode with real torch, end to end through Ansible (every figure positive and passed,
@@ -151,6 +155,10 @@ def test_a_budget_too_small_for_the_allreduce_stops_it_and_says_so(tmp_path):
     assert skipped["nccl_allreduce"]["budget"] is True
     assert skipped["nccl_allreduce"]["why"].startswith("time budget: ") and "needs at least" in skipped[
         "nccl_allreduce"]["why"]
-    assert gate["budget_spent"] is True and gate["budget_note"] == skipped["nccl_allreduce"]["why"]
+    assert gate["budget_spent"] is True and gate["budget_note"].startswith(skipped["nccl_allreduce"]["why"])
     assert [e["test"] for e in result["ansible_facts"]["gpu_gate"]] == ["bf16_gemm", "sustained_gemm", "clock_drop"]
-    assert gate["wall_s"] <= 6 * 1.5  # the last round and the kernel-log read may end past the budget
+    # The budget holds, or the record says it did not: past its 6 s, the note goes on "; then time budget overrun".
+    assert (gate["wall_s"] <= 6) is ("time budget overrun" not in gate["budget_note"])
+    # A runaway guard on top, the budget plus BUDGET_SLACK_S (docs/gate.md, "The budget"): only the sampling round
+    # the sustained GEMM started before the deadline may end past it.
+    assert gate["wall_s"] <= 6 + BUDGET_SLACK_S
