@@ -203,6 +203,16 @@ def test_outlier_margin_is_a_parameter_and_tests_are_compared_separately():
         (1, "memory_bandwidth", True)]
 
 
+def test_a_gpu_exactly_at_the_outlier_margin_passes():
+    # margin 0.25 (exact in binary): the peers' median is 1000, so 750 (above the 692.3 floor) is at the margin and
+    # passes, 749.9 fails
+    for low, outlier in ((750.0, False), (749.9, True)):
+        entries = gate.evaluate([raw(0, "bf16_gemm", [low] * 3), raw(1, "bf16_gemm", [1000.0] * 3),
+                                 raw(2, "bf16_gemm", [1000.0] * 3)], gpus("h200-sxm", 3), params(outlier_margin=0.25))
+        assert entries[0]["outlier"] is outlier and entries[0]["peer_median"] == 1000.0
+        assert entries[0]["passed"] is not outlier
+
+
 def test_outlier_rule_needs_peers():
     entries = gate.apply_outliers([{"index": 0, "test": "bf16_gemm", "measured": 1.0, "passed": True}], 0.1)
     assert entries[0]["passed"] is True and "outlier" not in entries[0]
