@@ -370,3 +370,67 @@ def test_probe_cuda_keeps_torchs_own_text():
     count, text = gate_bench.probe_cuda(_Torch)
     assert count == 0
     assert "Found no NVIDIA driver on your system" in text and "AssertionError: Torch not compiled" in text
+
+
+# ---- what make mutation found untested (docs/testing.md) -------------------------------------------------
+
+
+def test_evaluate_passes_the_device_overrides_and_model_name_to_the_expectation():
+    # through evaluate, not expectation alone: cpu mode's floors, a per-model figure, a class floor, a GPU known
+    # only by its name
+    cpu = gate.evaluate([raw(0, "tf32_gemm", [1.0] * 3)], {0: {"name": "cpu (x86_64)", "spec": None}},
+                        params(device="cpu"))[0]
+    assert cpu["expected"] == gate.CPU_EXPECTED["tf32_gemm"] and cpu["passed"] is True
+    per_model = gate.evaluate([raw(0, "bf16_gemm", [850.0] * 3)], gpus("h100-sxm"),
+                              params(expected={"h100-sxm": {"bf16_gemm": 900}}))[0]
+    assert per_model["expected"] == 900 and per_model["passed"] is False
+    by_class = gate.evaluate([raw(0, "bf16_gemm", [850.0] * 3)], gpus("h100-sxm"),
+                             params(floors={"datacenter-hbm": {"bf16_gemm": 0.8}}))[0]
+    assert by_class["expected"] == pytest.approx(989 * 0.8) and by_class["passed"] is True
+    by_name = gate.evaluate([raw(0, "bf16_gemm", [50.0] * 3)], {0: {"name": "NVIDIA A10G", "spec": None}},
+                            params(expected={"nvidia a10g": {"bf16_gemm": 60}}))[0]
+    assert by_name["expected"] == 60 and by_name["passed"] is False
+
+
+@pytest.mark.parametrize(("entry", "passed", "why"), [
+    ({"test": "burn_in_xid", "measured": None, "no_reading": "kernel log not readable: x"}, None,
+     "not judged: kernel log not readable: x"),
+    ({"test": "bf16_gemm", "measured": None}, False, "not measured"),
+    ({"test": "bf16_gemm", "measured": 5.0, "expected": None, "expectation_source": "no spec row"}, None,
+     "no expectation: no spec row; measured 5  (set gate_expected to gate it)"),
+    ({"test": "clock_drop", "measured": 12.0, "expected": 10.0, "unit": "%", "note": "SM clock (NVML), 60 samples"},
+     False, "12 % > limit 10 %; SM clock (NVML), 60 samples"),
+    ({"test": "clock_drop", "measured": 3.0, "expected": 10.0, "unit": "%"}, True, "3 % <= limit 10 %"),
+    ({"test": "bf16_gemm", "measured": 5.0, "expected": 4.0}, True, "5  >= expected 4 "),
+    ({"test": "bf16_gemm", "measured": 346.15, "expected": 692.3, "unit": "TFLOPS"}, False,
+     "346.1 TFLOPS < expected 692.3 TFLOPS (50 % of expected)"),
+])
+def test_verdict_sets_passed_and_says_why(entry, passed, why):
+    got = gate.verdict(dict(entry))
+    assert "passed" in got and got["passed"] is passed and got["why"] == why
+
+
+@pytest.mark.parametrize(("series", "drop"), [
+    (list(range(6, 0, -1)), 70.0),           # 6 samples: the first 3 (median 5) against the last 2 (1.5)
+    (list(range(30, 0, -1)), 80.0),          # 30: the first fifth (6, median 27.5) against the last third (10, 5.5)
+    ([0.0] * 6, None),                        # no first figure to compare with
+])
+def test_clock_drop_compares_the_first_fifth_with_the_last_third(series, drop):
+    assert gate.drop_pct(series) == (None if drop is None else pytest.approx(drop))
+
+
+def test_new_xid_events_count_each_logged_line():
+    a, b = {"line": "NVRM: Xid (PCI:0000:18:00): 79"}, {"line": "NVRM: Xid (PCI:0000:38:00): 48"}
+    before = {"events": [a, a]}
+    assert gate.new_xid_events(before, {"events": [a, a, a, b]}) == [a, b]  # the third a and b are new
+    assert gate.new_xid_events(before, {"events": [a, a]}) == []
+    assert gate.new_xid_events({"events": [a]}, {"events": [b, a]}) == [b]
+
+
+@pytest.mark.parametrize(("cc", "test"), [((7, 5), "fp16_gemm"), ((8, 0), "bf16_gemm"), ((8, 6), "bf16_gemm")])
+def test_bf16_from_compute_capability_8_0_on(cc, test):
+    assert gate.gemm_test_for(None, cc) == test
+
+
+def test_check_budget_with_no_per_gpu_test_shares_nothing():
+    assert gate.check_budget(10.0, [], 8) == 0.0
