@@ -434,3 +434,31 @@ def test_bf16_from_compute_capability_8_0_on(cc, test):
 
 def test_check_budget_with_no_per_gpu_test_shares_nothing():
     assert gate.check_budget(10.0, [], 8) == 0.0
+
+
+def test_the_sustained_gemm_is_measured_against_fp16_where_the_gpu_has_no_bf16():
+    v100, h100 = specs.by_key("v100-sxm2-32gb"), specs.by_key("h100-sxm")
+    assert gate.peak("sustained_gemm", v100) == v100["fp16_tflops"] == 125
+    assert gate.peak("burn_in_gemm", h100) == h100["bf16_tflops"]
+
+
+def test_an_outliers_why_says_how_far_below_its_peers_it_is():
+    entries = gate.apply_outliers([{"index": 0, "test": "bf16_gemm", "measured": 600.0, "unit": "TFLOPS",
+                                    "why": "600 TFLOPS >= expected 500 TFLOPS"},
+                                   {"index": 1, "test": "bf16_gemm", "measured": 800.0, "unit": "TFLOPS"}], 0.1)
+    assert entries[0]["why"] == ("600 TFLOPS >= expected 500 TFLOPS; 25 % below the median 800 TFLOPS of the other "
+                                 "1 GPU(s) (margin 10 %)")
+
+
+def test_an_entry_carries_its_figures_rounded_and_its_raw_fields_but_not_the_raw_lists():
+    (entry,) = gate.evaluate([raw(3, "bf16_gemm", [700.123456, 710.0, 720.654321], device="H100", dtype="bf16")],
+                             {3: gpus("h100-sxm")[0]}, params())
+    assert (entry["index"], entry["device"], entry["dtype"], entry["peak"]) == (3, "H100", "bf16", 989)
+    assert (entry["min"], entry["median"], entry["max"]) == (700.1235, 710.0, 720.6543)
+    assert entry["iqr"] == pytest.approx(20.5309, abs=1e-4) and entry["spread"] == 0.0289
+    assert entry["repetitions"] == 3 and "figures" not in entry
+    (drop,) = gate.evaluate([{"index": 0, "test": "clock_drop", "value": 1.234567, "samples_n": 61}],
+                            gpus("h100-sxm"), params(tier="full"))
+    assert drop["measured"] == 1.2346 and drop["repetitions"] == 61 and "value" not in drop
+    (alone,) = gate.evaluate([raw(5, "bf16_gemm", [700.0] * 3)], {}, params())  # a GPU the caller did not describe
+    assert alone["expected"] is None and alone["passed"] is None
