@@ -43,6 +43,7 @@ help:
 	@echo "make e2e        make demo, then judge the demo fleet from outside (tests/e2e) and run site.yml again"
 	@echo "make collection build gpufleet.fleet, ansible-test sanity on its tarball, the EE build context"
 	@echo "make demo-down  stop the demo fleet"
+	@echo "make mutation   mutation testing of the decision code (mutmut; minutes per module, not in make test)"
 
 bootstrap:
 	@scripts/bootstrap
@@ -162,3 +163,10 @@ demo-down:
 
 clean: demo-down
 	rm -rf .cache .wheelhouse
+
+# Mutation testing of the decision code (scripts/mutation, docs/testing.md): mutmut, pinned in
+# requirements-mutation.txt, in a venv of its own under GPUFLEET_CACHE, on a copy of the working tree. Minutes per
+# module on 2 cores: not part of make test or .ci/run. make mutation MUTATION_TARGETS="gate exit_rule" runs some.
+.PHONY: mutation
+mutation: bootstrap
+	nice -n 19 python3 scripts/mutation $(MUTATION_TARGETS)
