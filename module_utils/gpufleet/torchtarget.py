@@ -140,6 +140,8 @@ def judge(version, cuda, driver_version, compute_capabilities, driver_policy="mi
         return None, "no torch in this environment"
     if not compute_capabilities:
         return None, "the host shows no GPU: torch %s is not judged" % version
+    if not driver_version:
+        return None, "the host shows GPUs but no driver version: torch %s is not judged" % version
     variant = variant_of(version, cuda)
     if variant is None:
         return None, "torch %s carries no CUDA variant label and no torch.version.cuda: its build is unknown" % version

@@ -112,14 +112,15 @@ def test_a_cpu_build_on_a_gpu_host_cannot_run_it():
     assert tt.judge("2.13.0+cpu", None, "575.57.08", ["12.0"])[0] is False
 
 
-@pytest.mark.parametrize("version, cuda, ccs, words", [
-    (None, None, ["12.0"], "no torch"),
-    ("2.5.1+cu121", "12.1", [], "no GPU"),
-    ("1.13.1+cu117", "11.7", ["8.0"], "not in the compatibility table"),
-    ("2.5.1", None, ["8.0"], "no CUDA variant label"),
+@pytest.mark.parametrize("version, cuda, driver, ccs, words", [
+    (None, None, "575.57.08", ["12.0"], "no torch"),
+    ("2.5.1+cu121", "12.1", "575.57.08", [], "no GPU"),
+    ("2.5.1+cu121", "12.1", "", ["12.0"], "no driver version"),  # a driver being repaired: not a torch to replace
+    ("1.13.1+cu117", "11.7", "575.57.08", ["8.0"], "not in the compatibility table"),
+    ("2.5.1", None, "575.57.08", ["8.0"], "no CUDA variant label"),
 ])
-def test_what_cannot_be_judged_is_left_alone(version, cuda, ccs, words):
-    runs, why = tt.judge(version, cuda, "575.57.08", ccs)
+def test_what_cannot_be_judged_is_left_alone(version, cuda, driver, ccs, words):
+    runs, why = tt.judge(version, cuda, driver, ccs)
     assert runs is None and words in why
 
 
@@ -213,3 +214,26 @@ def test_module_on_a_renter_venv_with_a_torch_the_rtx_5090_cannot_run(tmp_path):
     ok, res = _module(tmp_path, dict(args, mode="gpufleet", venv=str(tmp_path / "nowhere")))
     t = res["ansible_facts"]["torch_target"]
     assert ok and t["gpufleet"] is True and t["prefix"] is None and "freeze_file" not in t
+
+
+# ---- with the real scripts/find-python (its test layouts) ---------------------------------------------------------
+def test_the_real_find_python_on_vast_ais_layout_gives_the_renters_venv(tmp_path):
+    from tests.unit.test_find_python import Host
+
+    host = Host(tmp_path)
+    venv_main = host.env("/venv/main", torch="2.5.1+cu121")
+    gpufleet = host.env("/opt/gpufleet/venv", torch="2.13.0+cpu", nvml=True)
+    host.bashrc(". %s/bin/activate\n" % venv_main)
+    got = tt.choose("auto", host.run(), str(gpufleet), str(gpufleet))
+    assert got["python"] == "%s/bin/python3" % venv_main and got["gpufleet"] is False, got
+
+
+def test_the_real_find_python_after_gpufleet_installed_its_own_torch_keeps_gpufleets_venv(tmp_path):
+    from tests.unit.test_find_python import Host
+
+    host = Host(tmp_path)
+    gpufleet = host.env("/opt/gpufleet/venv", torch="2.13.0+cpu", nvml=True)
+    found = host.run()
+    assert found["judged"]["python"].startswith(str(gpufleet)), found["judged"]  # this machine's own has no torch
+    got = tt.choose("auto", found, "/opt/gpufleet/venv", "/opt/gpufleet/venv")
+    assert got["gpufleet"] is True and got["python"] == "/opt/gpufleet/venv/bin/python"
