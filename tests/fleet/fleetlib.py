@@ -81,11 +81,12 @@ class Host:
         return self.exec("cat %s" % shlex.quote(path)).stdout
 
     def checksums(self, paths):
-        """sha256 of each file under the given paths (missing paths are simply absent), plus the list of names."""
+        """sha256 of each file under the given paths (missing paths are simply absent), plus the list of names.
+        A failed listing (docker exec, a checksum) raises: a comparison of two empty listings proves nothing."""
         quoted = " ".join(shlex.quote(p) for p in paths)
         out = self.exec("find %s -xdev \\( -type f -o -type l \\) 2>/dev/null | sort | "
                         "while read -r f; do if [ -L \"$f\" ]; then echo \"link $(readlink \"$f\") $f\"; "
-                        "else sha256sum \"$f\"; fi; done" % quoted, check=False).stdout
+                        "else sha256sum \"$f\"; fi; done" % quoted, check=True).stdout
         return out
 
 

@@ -138,6 +138,16 @@ MODULE_CASES = [
 ]
 
 
+def _checksums(host):
+    """host.checksums(WATCHED) as a real listing: the command succeeded (fleetlib raises otherwise) and it names
+    files every seeded host has, so ``before == after`` cannot hold on two empty or truncated listings."""
+    listing = host.checksums(WATCHED)
+    names = {line.split()[-1] for line in listing.splitlines() if line.strip()}
+    assert {"/var/lib/dpkg/status", "/etc/ssh/sshd_config"} <= names, "no usable listing of %s:\n%s" % (
+        host.name, listing[:2000])
+    return listing
+
+
 def _fill(value, subst):
     if isinstance(value, str) and value in subst:
         return subst[value]
@@ -166,11 +176,11 @@ def test_role_inputs_are_refused_before_any_change(bad_host):
         expected[alias] = (role, wrong, fragment)
     inventory = fleet.inventory(work / "roles.json", extra_hosts=host_vars, fleet_hosts=False)
 
-    before = host.checksums(WATCHED)
+    before = _checksums(host)
     runner = fl.Runner(work / "roles-run")
     # All aliases reach one sshd through one shared ssh connection: stay under sshd's MaxSessions (10).
     rc, out, rec = runner.playbook("tests/fleet/playbooks/apply_role.yml", inventory, args=["--forks", "8"])
-    after = host.checksums(WATCHED)
+    after = _checksums(host)
     status = json.loads(runner.status_file.read_text())["hosts"]
 
     problems = []
@@ -209,9 +219,9 @@ def test_module_inputs_are_refused_before_any_change(bad_host):
                                      "gather_facts": False, "become": True, "tasks": tasks}], indent=1))
     inventory = fleet.inventory(work / "modules.json", extra_hosts=aliases, fleet_hosts=False)
     runner = fl.Runner(work / "modules-run")
-    before = host.checksums(WATCHED)
+    before = _checksums(host)
     rc, out, rec = runner.playbook(playbook, inventory, args=["--forks", "8"])
-    after = host.checksums(WATCHED)
+    after = _checksums(host)
     status = json.loads(runner.status_file.read_text())["hosts"]
     problems = []
     for (module, args, fragment), alias in zip(MODULE_CASES, aliases):

@@ -4,6 +4,7 @@ playbooks/provision.yml), the password appears in no log, report, fact cache, pr
 world-readable file on the hosts. The run is made with --diff, as people do."""
 
 import os
+import time
 from pathlib import Path
 
 import fleetlib as fl
@@ -28,6 +29,38 @@ def _files_with(folder, secret, since=None):
     return hits
 
 
+def _grep_host(host, secret, paths, timeout=120):
+    """Files under ``paths`` on ``host`` that hold ``secret``, by one grep that must also find a canary planted in
+    /tmp for the scan: a grep that is missing, fails, or looks in the wrong place finds nothing, and without the
+    canary that would read as "no leak". grep's own status is 0 (found) or 2 (found, and some file unreadable)."""
+    canary = "ft-canary-%s" % os.urandom(6).hex()
+    planted = "/tmp/gpufleet-scan-%s" % canary  # noqa: S108 (a path inside the container host)
+    host.exec("printf '%%s\\n' %s > %s" % (canary, planted))
+    try:
+        res = host.exec("grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e %s -e %s -- %s "
+                        "2>/dev/null" % (secret, canary, " ".join(paths)), check=False, timeout=timeout)
+    finally:
+        host.exec("rm -f %s" % planted, check=False)
+    found = res.stdout.split()
+    assert res.returncode in (0, 2) and planted in found, "the scan of %s on %s did not find its canary %s " \
+        "(grep status %d): it would not find the password either" % (" ".join(paths), host.name, planted,
+                                                                     res.returncode)
+    return [f for f in found if f != planted]
+
+
+def test_the_scan_finds_a_planted_secret(tmp_path):
+    # the controller side's scan on a folder of its own: no containers needed
+    secret = "ft-Pw-%s" % os.urandom(6).hex()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "run.log").write_bytes(b"... password=" + secret.encode() + b" ...\n")
+    (tmp_path / "clean.txt").write_text("nothing here\n")
+    (tmp_path / "link").symlink_to(tmp_path / "sub" / "run.log")
+    assert _files_with(tmp_path, secret) == [str(tmp_path / "sub" / "run.log")]
+    assert _files_with(tmp_path, secret, since=time.time() - 60) == [str(tmp_path / "sub" / "run.log")]
+    assert _files_with(tmp_path, secret, since=time.time() + 3600) == []  # made before the session: not read
+    assert _files_with(tmp_path, "ft-Pw-" + "0" * 12) == []
+
+
 def test_the_run_used_the_secret(fleet_run):
     # the scan below is only worth something if the secret really went to the hosts
     assert fleet_run["group_vars"]["supervisord_inet_http_server_password"] == fleet_run["secret"]
@@ -46,12 +79,14 @@ def test_secret_not_in_controller_outputs(fleet_run):
 
 def test_secret_not_in_host_processes_logs_or_readable_files(fleet_run):
     secret = fleet_run["secret"]
+    # the watcher saw the run's module processes at all (Ansible's python on the hosts), so an empty list of leaks
+    # means something
+    assert any("python" in p for p in fleet_run["processes"]), sorted(fleet_run["processes"])[:20]
     leaked = [p for p in fleet_run["processes"] if secret in p]
     assert leaked == [], "the password was on a command line during the run: %s" % leaked
     for host in fleet_run["hosts"][1:]:
-        logs = host.exec("grep -rlF -- %s /var/log /tmp /root/.ansible 2>/dev/null || true" % secret).stdout.split()
+        logs = _grep_host(host, secret, ["/var/log", "/tmp", "/root/.ansible"])  # noqa: S108 (on the host)
         assert logs == [], "the password is in a log on %s: %s" % (host.name, logs)
         # one pass over the whole file system: no file holds the plain password, world-readable or not
-        anywhere = host.exec("grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -- %s / "
-                             "2>/dev/null || true" % secret, timeout=600).stdout.split()
+        anywhere = _grep_host(host, secret, ["/"], timeout=600)
         assert anywhere == [], "the plain password is in files on %s: %s" % (host.name, anywhere)
