@@ -221,6 +221,40 @@ def _models(h):
     return ", ".join("%d x %s" % (n, name) for name, n in sorted(h["gpu_models"].items(), key=lambda kv: str(kv[0])))
 
 
+# --------------------------------------------------------------------------- the renter's torch (shared)
+ENVIRONMENT_HEADERS = ["host", "environment", "kind", "torch", "judged"]
+# The environments table lists this many rows (fleet.json has every one: the host rows' check.environments).
+ENVIRONMENT_ROWS = CHECKLIST_ROWS
+# find-python's kinds of environment (scripts/find-python, the check record's ``kind``) as the table says them.
+_ENV_KINDS = {"login_shell": "login shell's python", "conda": "conda", "venv": "venv", "gpufleet": "gpufleet's venv",
+              "system": "system Python"}
+
+
+def _environment_rows(hosts):
+    """(rows, total): per host with a pre-check record, each environment with torch, the judged one first.
+    A row: cells (host, where, kind, torch build, "judged: <reason>" or ""), judged (bool) and why (find-python's
+    own words for the judged one, else None)."""
+    rows, total = [], 0
+    for h in hosts:
+        check = _d(h.get("check"))
+        envs = [e for e in _l(check.get("environments")) if isinstance(e, dict) and e.get("torch")]
+        if not envs:
+            continue
+        judged = _d(check.get("judged"))
+        first = next((e for e in envs if judged.get("python") and e.get("python") == judged["python"]), None)
+        for e in ([first] if first else []) + [e for e in envs if e is not first]:
+            total += 1
+            if len(rows) >= ENVIRONMENT_ROWS:
+                continue
+            is_judged = e is first
+            said = (_text(judged.get("reason") or judged.get("why")) or None) if is_judged else None
+            rows.append({"cells": [h["host"], _text(e.get("where") or e.get("python")),
+                                   _ENV_KINDS.get(e.get("kind"), _text(e.get("kind"))), _text(e.get("torch")),
+                                   ("judged: %s" % said if said else "judged") if is_judged else ""],
+                         "judged": is_judged, "why": (_text(judged.get("why")) or None) if is_judged else None})
+    return rows, total
+
+
 BAD_HEADERS = ["host", "status", "provider", "action", "reasons"]
 SECURITY_HEADERS = ["host", "severity", "status", "finding", "fix gpufleet applies", "source"]
 
@@ -229,6 +263,7 @@ def shared_context(s, listed, check_total):
     """The template values the HTML page and the Markdown report share (the summary ``s``, its checklist hosts
     ``listed`` of ``check_total``); each renderer adds its own host, GPU and checklist rows."""
     remediations = [(h, _d(h["doctor"]).get("remediation")) for h in s["hosts"]]
+    environments, environment_total = _environment_rows(s["hosts"])
     return {
         "check_mode_banner": CHECK_MODE_BANNER if s.get("check_mode") else None,
         "fleet_lines": _fleet_lines(s), "bad_headers": BAD_HEADERS, "drift": _drift_rows(s),
@@ -241,6 +276,8 @@ def shared_context(s, listed, check_total):
         "gate_other_headers": _GATE_OTHER_HEADERS, "gate_other": _gate_other_rows(s),
         "remediation_headers": _REMEDIATION_HEADERS,
         "remediation": [[h["host"]] + _remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
+        "environment_headers": ENVIRONMENT_HEADERS, "environments": environments,
+        "environment_total": environment_total,
         "warnings": s["warnings"], "what_to_do": _what_to_do(s),
     }
 
