@@ -238,3 +238,25 @@ def test_a_changed_outcome_is_written():
 def test_texts_the_rules_quote_are_real_recordings():
     # the torch text the decision reads its driver CUDA version from is a recorded one
     assert "found version 11000" in text("torch_errors", "driver-too-old_found-11000_userwarning_IEIT-Yuan-2.0-65.txt")
+
+
+# ---------------------------------------------------------------- issue 36: provision and remediate, one torch build
+
+def _torch_variant_options(path, task_name_part):
+    tasks = yaml.safe_load((ROOT / path).read_text())
+    task = next(t for t in tasks if task_name_part in t.get("name", "") and "torch_variant" in t)
+    return set(task["torch_variant"])
+
+
+def test_remediate_solves_the_torch_build_with_the_torch_roles_inputs():
+    """remediate's diagnose names the build a torch fix installs; the torch role (included by the fix, and run by
+    provision next time) solves it again from its own inputs. Each input the role gives the solver that changes the
+    pick must be given in diagnose too, or the two name different builds (a wheelhouse without the target Python's
+    wheel, a driver policy, an index). The role's package list is the role's alone (numpy, nvidia-ml-py, hashes)."""
+    role = _torch_variant_options("roles/torch/tasks/assert.yml", "")
+    remediate = _torch_variant_options("roles/remediate/tasks/diagnose.yml", "Pick the torch build")
+    missing = role - {"packages"} - remediate
+    assert not missing, "diagnose.yml's torch_variant lacks %s" % sorted(missing)
+    # the Python comes from the same place the torch role's does: the target environment torch_target decided
+    text = (ROOT / "roles/remediate/tasks/diagnose.yml").read_text()
+    assert "ansible_facts['torch_target']" in text and "['python_version']" in text
