@@ -19,10 +19,7 @@ PLAYBOOKS = [ROOT / "site.yml"] + sorted((ROOT / "playbooks").glob("*.yml"))
 NOT_USER_INPUTS = {"gpufleet_ready", "gpufleet_simulated"}
 # Known refusals of a boolean given with -e, each a bug in a file this test does not own: strict xfail, so the test
 # fails once the bug is fixed and the entry must go.
-KNOWN = {
-    ("playbooks/gate.yml", "gate_fail_hosts"): "gate.yml asserts `gate_fail_hosts | type_debug == 'bool'`: "
-                                               "-e gate_fail_hosts=false is refused",
-}
+KNOWN = {}
 
 
 # Booleans handed whole to a module argument of type bool (its argument spec turns "false" into False).
