@@ -128,14 +128,31 @@ def test_a_plan_on_the_fresh_host_changes_nothing(interrupted_host):
     """provision.yml --check on the host before anything ran there, as a renter's first look at what gpufleet would
     do: a fresh image has no apt package lists and no python3-packaging (which ansible.builtin.pip imports), and a
     plan must neither fail on that nor change the host (runs before the kills; pytest keeps the file's order)."""
-    fleet, host, inventory = interrupted_host
-    watched = ["/etc", "/opt", "/usr/local", "/var/lib/gpufleet", "/var/lib/dpkg/status"]
-    before = host.checksums(watched)
-    assert "/etc/passwd" in before  # the listing ran and saw the host
-    rc, out, rec = fl.Runner(fleet.workdir / "plan").playbook(PROVISION, inventory, args=["--check"])
-    assert rc == 0 and rec[host.name]["failed"] == 0, out[-3000:]
-    assert rec[host.name]["changed"] > 0, "a plan on a fresh host with nothing to do: %s" % rec
-    assert host.checksums(watched) == before
+    fleet, host, _ = interrupted_host
+    # The suite's hosts come from an image with apt's lists and python3-packaging (fleetlib.base_image, to save the
+    # kills below minutes of apt): both are moved aside for the plan, as a rented image has neither, and put back.
+    host.exec("mv /var/lib/apt/lists /var/lib/apt/lists.ft-aside && mkdir -p /var/lib/apt/lists/partial && "
+              "mv /usr/lib/python3/dist-packages/packaging /usr/lib/python3/dist-packages.ft-packaging-aside")
+    try:
+        assert host.exec("python3 -c 'import packaging'", check=False).returncode != 0
+        watched = ["/etc", "/opt", "/usr/local", "/var/lib/gpufleet", "/var/lib/dpkg/status"]
+        before = host.checksums(watched)
+        assert "/etc/passwd" in before  # the listing ran and saw the host
+        # torch included whatever GPUFLEET_FT_TORCH says: a plan only reads the wheelhouse, and its pip steps are the
+        # ones a fresh image broke
+        group_vars = fl.role_vars(fleet.workdir, torch=True)
+        group_vars["jupyter_password"] = "ft-plan-%s" % os.urandom(4).hex()
+        plan_inventory = fleet.inventory(fleet.workdir / "plan-hosts.json", group_vars=group_vars)
+        rc, out, rec = fl.Runner(fleet.workdir / "plan").playbook(PROVISION, plan_inventory, args=["--check"])
+        assert rc == 0 and rec[host.name]["failed"] == 0, out[-3000:]
+        assert rec[host.name]["changed"] > 0, "a plan on a fresh host with nothing to do: %s" % rec
+        # the plan met the fresh image: no package lists (dpkg asked instead of apt) and no packaging (pip skipped)
+        assert "python3-venv and python3-packaging are installed" in out, out[-3000:]  # dpkg-query, not apt
+        assert "this plan skips every pip install step" in out, out[-3000:]
+        assert host.checksums(watched) == before
+    finally:
+        host.exec("rm -rf /var/lib/apt/lists && mv /var/lib/apt/lists.ft-aside /var/lib/apt/lists && "
+                  "mv /usr/lib/python3/dist-packages.ft-packaging-aside /usr/lib/python3/dist-packages/packaging")
 
 
 def test_killed_runs_leave_valid_configs_and_converge(interrupted_host):
