@@ -13,7 +13,7 @@ import pathlib
 import yaml
 from gpufleet import cudatk, doctor, torchcompat
 from test_cudatk import link, local_toolkit
-from test_doctor import _torch, ev_wrong_variant, healthy, text
+from test_doctor import _torch, ev_arch, ev_wrong_variant, healthy, text
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("remediate_filters_once",
@@ -260,3 +260,49 @@ def test_remediate_solves_the_torch_build_with_the_torch_roles_inputs():
     # the Python comes from the same place the torch role's does: the target environment torch_target decided
     text = (ROOT / "roles/remediate/tasks/diagnose.yml").read_text()
     assert "ansible_facts['torch_target']" in text and "['python_version']" in text
+
+
+def blackwell_host():
+    """A simulated RTX 5090 (CC 12.0) on driver 575.57.08 (CUDA 12.9, read through NVML) with the renter's torch
+    2.5.1+cu121, which has no sm_120 kernels."""
+    ev = ev_arch()
+    ev["nvml"].update(driver_version="575.57.08", cuda_driver_version="12.9", source="nvml")
+    ev["proc_driver_version"] = None
+    return ev
+
+
+def torch_solved(handed, torch_version):
+    """diagnose.yml's registered torch_variant result: the selection, or the module's failure with its reason."""
+    try:
+        return torch_pick(handed, torch_version)
+    except torchcompat.CompatError as exc:  # library/torch_variant.py fails the task with this text
+        return {"failed": True, "msg": str(exc)}
+
+
+def test_check_on_blackwell_names_a_cu128_build():
+    """Issue 36: remediate.yml --check with auto on a simulated RTX 5090 names a build that runs it. With the
+    release the torch role's refusal advises (2.11.0), the plan line names torch==2.11.0+cu128 and the fix hands the
+    torch role cu128; with the default release (2.5.1, no Blackwell build) it names no build, and says which one
+    runs, so the renter knows which torch_version to set."""
+    before = examine(blackwell_host())
+    assert "arch_missing_from_wheel" in codes_of(before)
+    plan = rf.remediate_plan(before)
+    assert "torch" in plan["groups"]
+    handed = rf.remediate_handoff(before)
+    assert handed["compute_capabilities"] == ["12.0"] and handed["driver_version"] == "575.57.08"
+
+    pick = torch_solved(handed, "2.11.0")
+    lines = rf.remediate_plan_lines(plan, rf.remediate_details(before, pick))
+    torch_line = next(line for line in lines if line.startswith("would fix arch_missing_from_wheel"))
+    assert "torch==2.11.0+cu128 from https://download.pytorch.org/whl/cu128" in torch_line
+    assert rf.remediate_torch_variant(pick, "auto") == "cu128"
+
+    refused = torch_solved(handed, "2.5.1")
+    assert refused.get("failed"), refused
+    details = rf.remediate_details(before, refused)
+    assert details["torch"].startswith("install no torch build:")
+    assert "has no kernels in torch 2.5.1+cu121" in details["torch"] and "torch 2.11.0+cu128" in details["torch"]
+
+
+def codes_of(result):
+    return {f["code"] for f in result["findings"]}
