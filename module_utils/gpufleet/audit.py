@@ -28,6 +28,7 @@ import re
 from . import capacity, features, torchcompat
 from . import ctk as _ctk
 from . import torch_advisories as _torch_advisories
+from .doctor_rules import SHM_MIN_MIB  # the /dev/shm floor, a doctor threshold (host side)
 
 REFERENCE = "shared/reference/security-reliability.md"
 
@@ -48,9 +49,7 @@ STATUSES = ("ok", "warn", "fail", "unknown")
 _WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}
 
 # --- thresholds, each with where it comes from --------------------------------------------------
-# NVIDIA's PyTorch container docs start containers with --shm-size=1g --ulimit memlock=-1 for NCCL
-# and DataLoader workers; Docker's default /dev/shm is 64 MiB.
-SHM_MIN_MIB = 1024
+# SHM_MIN_MIB, the /dev/shm floor, comes from doctor_rules: the doctor checks the same floor on the host.
 MEMLOCK_SOURCE = "NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1"
 ROOT_FREE_MIN_GIB = 50     # room for one 70B checkpoint in 4 bits or a 13B one in 16 bits, plus caches
 CPU_PER_GPU_MIN = 4        # data loading workers per GPU; fewer starves the GPU on image/text pipelines

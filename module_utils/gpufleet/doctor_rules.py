@@ -15,7 +15,6 @@ the rules know. Nothing in this file reads the host.
 import re
 
 from . import specs
-from .audit import SHM_MIN_MIB
 from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1", the same encoding as NVML's
 from .torchcompat import CUDA_VARIANTS, InvalidInput, first_covering, parse_driver
 
@@ -456,6 +455,10 @@ PIDS_MAX_LOW = 1024
 # NVML reports 97-100 % of the datasheet memory for a whole GPU (H100 80GB 81559 MiB, H200 143771 MiB of
 # 141 GB, RTX 4090 24564 MiB of 24 GB; tests/fakenvml profiles): well below that is a share or another card.
 WHOLE_GPU_FRACTION = 0.9
+# NVIDIA's PyTorch container docs start containers with --shm-size=1g --ulimit memlock=-1 for NCCL and DataLoader
+# workers; Docker's default /dev/shm is 64 MiB. The audit's shm item reads the same floor (it lives here, on the host
+# side, so the doctor's payload does not carry the audit).
+SHM_MIN_MIB = 1024
 # The thread-pool sizes of OpenMP, MKL, OpenBLAS and numexpr (the probe reads them from the login environment).
 THREAD_ENV_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 # nvmlGpuRecoveryAction_t (nvml.h; pynvml NVML_GPU_RECOVERY_ACTION_*): what the driver says the GPU needs, and
