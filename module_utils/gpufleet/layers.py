@@ -1,0 +1,57 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Where each module of module_utils/gpufleet runs: on the rented host, or on the controller (issue 38).
+
+Host side: what a module in library/ or roles/*/library/ that runs on a host carries there. Ansible's
+``module_common.recursive_finder`` puts every module_utils file the module imports, and what those import (at
+any depth, imports inside functions included) with their package ``__init__`` files, into the module's
+AnsiballZ payload. A file the roles copy to the host counts as host side too.
+Controller side: what only controller code uses: callback, inventory and filter plugins, scripts/, the modules
+of localhost plays (``CONTROLLER_MODULES``), and other controller-side modules.
+
+The rule, held by tests/unit/test_layers.py: a host-side module imports nothing from the controller side,
+directly or through another module, so a payload carries host code only. Controller code may import host
+code (the report reads ``specs``). Every module here is in exactly one of ``HOST`` and ``CONTROLLER`` (a
+package, ``report``, stands for all its files); the test fails on a new module that is in neither.
+Each entry says who ships or uses it. Nothing imports this file: it is data for the test and the docs
+(docs/architecture.md, "Host and controller").
+"""
+
+HOST = {
+    "__init__": "the package: in every payload",
+    "ctk": "ctk_config, ctk_packages (the audit reads its checks too)",
+    "cudatk": "cuda_toolkits, gpu_doctor, gpu_gate (through doctor)",
+    "doctor": "gpu_doctor (through doctor_probe), gpu_gate",
+    "doctor_probe": "gpu_doctor",
+    "doctor_rules": "gpu_doctor, gpu_gate (through doctor)",
+    "facts": "gpu_facts, cuda_toolkits, gpu_doctor",
+    "gate": "gpu_gate",
+    "gate_bench": "gpu_gate",
+    "hostctx": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate",
+    "jupyter": "copied to the host as the config checker (roles/jupyter/tasks/install.yml); the jupyter filters",
+    "nvml": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate",
+    "nvsmi": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate (through nvml and facts)",
+    "specs": "gpu_gate, and every module that reads nvml",
+    "torchcompat": "torch_variant, torch_target, gpu_doctor and gpu_gate (through doctor_rules)",
+    "torchtarget": "torch_target",
+}
+
+CONTROLLER = {
+    "audit": "the report's checklist (report/_common, report/model)",
+    "capacity": "the audit and the report's cells",
+    "features": "the audit and the report's model",
+    "history": "scripts/fleet-report, the report",
+    "judgement": "the report, scripts/check-verdicts",
+    "layers": "this table: tests/unit/test_layers.py",
+    "providers": "inventory_plugins/*, provider_return (a localhost play), the report's model",
+    "report": "scripts/fleet-report (playbooks/report.yml on localhost); the whole package",
+    "runner_results": "scripts/fleet-report (AWX job results)",
+    "sshcrypto": "the ssh_hardening role's filters (run on the controller)",
+    "torch_advisories": "the audit",
+}
+
+# Modules that run on the controller (a play on localhost): their payload may carry controller code.
+CONTROLLER_MODULES = {
+    "provider_return": "playbooks/return.yml (hosts: localhost, connection: local)",
+}
