@@ -854,7 +854,7 @@ RULES = [
           remedy="Recreate the container with --shm-size=1g or more (or --ipc=host); on a VM, remount /dev/shm "
                  "larger (mount -o remount,size=1G /dev/shm).",
           source="NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1 "
-                 "(module_utils/gpufleet/audit.py SHM_MIN_MIB); " + ECOSYSTEM),
+                 "(module_utils/gpufleet/doctor_rules.py SHM_MIN_MIB); " + ECOSYSTEM),
     _rule(code="provider_claim_mismatch", severity="critical", remedy_class="provider", match=m_provider_claim,
           severity_of=sev_claim,
           meaning="The provider's listing does not match the machine: another GPU model or less memory than "
