@@ -151,7 +151,10 @@ ansible_facts:
           description: Why this environment.
           type: str
         pip_path:
-          description: The pip command next to the interpreter (C(bin/pip), C(pip3), C(pipX.Y)); null when none.
+          description:
+            - The pip command next to the interpreter (C(bin/pip), C(pip3), C(pipX.Y)), else one in C(/usr/local/bin),
+              C(/usr/bin) or C(/bin) whose C(#!) line runs that interpreter (pip installed with pip for a system
+              Python, as RunPod's images have it); null when none.
           type: str
         freeze_file:
           description: With I(state_dir), where its freeze is saved before gpufleet first changes it.
@@ -212,11 +215,7 @@ def main():
                                                       p["compute_capabilities"], p["driver_policy"])
         if target["gpufleet"]:  # gpufleet's own venv: pip may change it whatever the marker says
             target.update(managed=False, managed_why=None)
-        bindir = os.path.dirname(chosen["python"])
-        for name in ("pip", "pip3", "pip" + target["python_version"]):
-            if os.access(os.path.join(bindir, name), os.X_OK):
-                target["pip_path"] = os.path.join(bindir, name)
-                break
+        target["pip_path"] = tt.pip_command(chosen["python"], target["python_version"])
     if p["state_dir"] and target["prefix"] and not target["gpufleet"]:
         target["freeze_file"] = tt.freeze_file(p["state_dir"], target["prefix"])
         current = []

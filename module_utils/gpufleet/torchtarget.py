@@ -13,13 +13,18 @@ Pure functions; the module ``library/torch_target.py`` probes the host and calls
 * ``judge``: can the torch build in it run this host's GPUs on this driver (the solver's arch lists and driver
   floors, ``torchcompat``)? True, False, or None when it cannot tell (no torch, no GPU, a build the table lacks).
 * ``rollback_plan``: what restores a saved ``pip freeze``.
+* ``pip_command``: the pip command that installs into that interpreter.
 """
 
+import os
 import re
 
 from . import torchcompat as tc
 
 MODES = ("auto", "gpufleet")
+# Where a system Python's pip command lands when pip was installed with pip (get-pip.py, as RunPod's images do:
+# /usr/local/bin/pip for /usr/bin/python3), not beside the interpreter.
+PIP_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 # One file per environment, under the role's state folder: never overwritten once written (the state before
 # gpufleet first changed that environment).
 FREEZE_DIR = "torch/freeze"
@@ -203,3 +208,32 @@ def rollback_plan(saved_lines, current_lines):
                if name not in current or _pin_key(current[name]) != _pin_key(line)]
     uninstall = sorted(name for name in current if name not in keep)
     return {"install": install, "uninstall": uninstall, "skipped": skipped}
+
+
+def pip_command(python, python_version, dirs=PIP_DIRS):
+    """The pip command that installs into ``python``: ``pip``, ``pip3`` or ``pipX.Y`` beside the interpreter (a venv's
+    or conda's bin/), else one in ``dirs`` whose ``#!`` line runs that same interpreter (pip's own scripts name the
+    Python they were installed for). None when there is none."""
+    names = ("pip", "pip3", "pip" + python_version) if python_version else ("pip", "pip3")
+    bindir = os.path.dirname(python)
+    for name in names:
+        path = os.path.join(bindir, name)
+        if os.access(path, os.X_OK):
+            return path
+    want = os.path.realpath(python)
+    for folder in dirs:
+        if folder == bindir:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if not os.access(path, os.X_OK):
+                continue
+            try:
+                with open(path, "rb") as f:
+                    first = f.readline(512).decode("utf-8", "replace").strip()
+            except OSError:
+                continue
+            interpreter = first[2:].split()[0] if first.startswith("#!") and first[2:].split() else ""
+            if interpreter and (interpreter == python or os.path.realpath(interpreter) == want):
+                return path
+    return None

@@ -216,6 +216,43 @@ def test_module_on_a_renter_venv_with_a_torch_the_rtx_5090_cannot_run(tmp_path):
     assert ok and t["gpufleet"] is True and t["prefix"] is None and "freeze_file" not in t
 
 
+def _script(path, first_line):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(first_line + "\nimport sys\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_pip_command_beside_the_interpreter_comes_first(tmp_path):
+    python = _script(tmp_path / "venv/bin/python", "")
+    pip = _script(tmp_path / "venv/bin/pip3", "#!" + python)
+    _script(tmp_path / "usr-local-bin/pip", "#!" + python)
+    assert tt.pip_command(python, "3.12", dirs=[str(tmp_path / "usr-local-bin")]) == pip
+
+
+def test_pip_command_of_a_system_python_whose_pip_came_from_get_pip(tmp_path):
+    """RunPod's layout: /usr/bin/python3 with pip installed by pip (get-pip.py): the command is /usr/local/bin/pip,
+    whose #! line names /usr/bin/python3; before, the role refused with 'no pip' and advised ensurepip."""
+    python = _script(tmp_path / "usr/bin/python3", "")
+    other = _script(tmp_path / "usr/bin/python3.10", "")
+    local = tmp_path / "usr/local/bin"
+    _script(local / "pip3.10", "#!" + other)  # another Python's pip: never taken
+    pip = _script(local / "pip", "#!%s -E" % python)  # with an option after the interpreter
+    assert tt.pip_command(python, "3.12", dirs=[str(local)]) == pip
+    assert tt.pip_command(other, "3.10", dirs=[str(local)]) == str(local / "pip3.10")
+    # through a link to the interpreter, as /usr/bin/python3 -> python3.12
+    link = tmp_path / "usr/bin/python3-link"
+    link.symlink_to(python)
+    assert tt.pip_command(str(link), "3.12", dirs=[str(local)]) == pip
+
+
+def test_no_pip_command_is_none(tmp_path):
+    python = _script(tmp_path / "usr/bin/python3", "")
+    _script(tmp_path / "usr/local/bin/pip", "#!/opt/elsewhere/python")
+    _script(tmp_path / "usr/local/bin/pip3", "not a script line")
+    assert tt.pip_command(python, "3.12", dirs=[str(tmp_path / "usr/local/bin")]) is None
+
+
 # ---- with the real scripts/find-python (its test layouts) ---------------------------------------------------------
 def test_the_real_find_python_on_vast_ais_layout_gives_the_renters_venv(tmp_path):
     from tests.unit.test_find_python import Host
