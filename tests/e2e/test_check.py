@@ -13,6 +13,7 @@ import time
 
 import demolib
 import pytest
+import yaml
 
 BIN = demolib.ROOT / ".venv" / "bin"
 
@@ -32,7 +33,16 @@ def _check(tmp, *extra, name="run"):
     recap = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
         r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr, "wall": wall, "recap": recap,
-            "hosts": {h["host"]: h for h in data["hosts"]}, "what_to_do": data["what_to_do"]}
+            "hosts": {h["host"]: h for h in data["hosts"]}, "what_to_do": data["what_to_do"],
+            "folder": reports / "latest"}
+
+
+def _said(out):
+    """The lines check.yml's last play printed (task "Say keep or give back"), as a renter reads them: its debug
+    output is YAML, wrapped at spaces; loading it joins each line again."""
+    found = re.search(r"^TASK \[Say keep or give back\] \**\nok: \[localhost\] => \n(.*?)\n\n", out, re.M | re.S)
+    assert found, out[-3000:]
+    return yaml.safe_load(found.group(1))["msg"]
 
 
 # The suite runs beside other suites on 2 cores: a deadline with room, so the verdicts are judged here and the time
@@ -72,6 +82,42 @@ def test_keep_or_return_per_demo_host(checked):
     for h in hosts.values():
         assert len(h["verdict"]) <= 160
         assert set(h["check"]["steps"]) == {"connect", "environment", "probe"}, (h["host"], h["check"])
+
+
+def test_the_renters_torch_is_judged_where_the_image_keeps_it(checked):
+    """Host 04 is laid out as vast.ai's PyTorch image (scripts/demo-fleet; issues 41, 39): the renter's torch, a test
+    double of 2.5.1+cu121 (its sm_90 kernels run the H100s), in the venv /venv/main, which root's ~/.bashrc activates
+    for interactive shells only. The pre-check finds it through the login shell, the doctor probes it, the host is
+    kept with a note of that build's advisories, and the report's pre-check record lists /venv/main as judged."""
+    run = checked["run"]
+    name, h = next((n, h) for n, h in run["hosts"].items() if n.endswith("-04"))
+    assert h["verdict"] == "keep", (h["verdict"], h["judgement"])
+    check = h["check"]
+    assert check["torch_python"] == "/venv/main/bin/python3", check
+    assert [(e["where"], e["kind"], e["torch"]) for e in check["environments"]] == [
+        ("/venv/main", "login_shell", "2.5.1+cu121")], check["environments"]
+    judged = check["judged"]
+    assert (judged["where"], judged["torch"], judged["kind"], judged["reason"]) == (
+        "/venv/main", "2.5.1+cu121", "login_shell", "the login shell's python"), judged
+    assert "/bin/bash -lic" in judged["why"] and "/venv/main/bin/python3" in judged["why"], judged["why"]
+    # the doctor judged that torch: its build, its CUDA, every GPU usable (the double's arch list covers sm_90)
+    torch_cuda = h["checklist"]["torch_cuda"]
+    assert torch_cuda["status"] == "ok" and torch_cuda["summary"].startswith("torch 2.5.1+cu121 (CUDA 12.1)") and \
+        "8 GPU(s) usable" in torch_cuda["summary"], torch_cuda
+    # step 3 is off for this host (the inventory's check_probe: false: the double has no tensor maths)
+    assert check["probe_run"] is False, check
+    # The line a renter reads: keep, and under it the build's open advisories. /venv/main is not on the line: it is
+    # the login shell's python, which needs no name (docs/check.md, "Which torch is judged").
+    lines = _said(run["out"])
+    at = next(i for i, line in enumerate(lines) if line.startswith(name + " "))
+    assert re.match(r"%s\s+keep  \[connect [0-9.]+ s, environment [0-9.]+ s, probe [0-9.]+ s\]$" % re.escape(name),
+                    lines[at]), lines[at]
+    assert lines[at + 1].strip() == (
+        "note: torch 2.5.1+cu121: CVE-2025-32434 (fixed in 2.6.0), CVE-2026-24747 (fixed in 2.10.0): torch.load of "
+        "untrusted files; upgrade to >= 2.10.0; version from the doctor's torch probe"), lines[at:at + 2]
+    # the run's report names the environment, judged, in its "Torch environments" table
+    md = (run["folder"] / "fleet.md").read_text()
+    assert "| %s | /venv/main | login shell's python | 2.5.1+cu121 | judged: the login shell's python |" % name in md
 
 
 def test_one_line_per_host_and_an_exit_status_scripts_can_use(checked):

@@ -6,7 +6,9 @@ own answer to a password login, promtool for the exporter's metrics, a Jupyter c
 tunnel, ansible-playbook's recap for the second run.
 """
 
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import socket
@@ -48,13 +50,20 @@ EXPECTED = {
         "reason": r"CPU",
     },
     # 04 runs Ubuntu 24.04 (vast.ai's and RunPod's current base: OpenSSH 9.6p1, Python 3.12), 05 Ubuntu 22.04
-    # (pytorch/pytorch's and Lambda's base: OpenSSH 8.9p1, Python 3.10); the wheelhouse's torch is for 3.11, so torch
-    # is off there: the packages item fails, rightly. multi_gpu
-    # warns: /dev/shm is 1 GiB (scripts/demo-fleet starts the containers with --shm-size=1g, as rented GPU containers
-    # are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want unlimited) and NCCL cannot be known without torch.
-    "04": {  # simulated 8x H100 SXM with NVSwitch, healthy, Ubuntu 24.04
+    # (pytorch/pytorch's and Lambda's base: OpenSSH 8.9p1, Python 3.10); the wheelhouse's torch is for 3.11, so the
+    # torch role is off there. multi_gpu warns: /dev/shm is 1 GiB (scripts/demo-fleet starts the containers with
+    # --shm-size=1g, as rented GPU containers are), but Docker's memlock limit is 8 MiB (NCCL/RDMA want unlimited);
+    # on 05 NCCL cannot be known without torch either.
+    # 04 is laid out as vast.ai's PyTorch image (issues 41, 39): the renter's torch 2.5.1+cu121 (a test double whose
+    # sm_90 kernels run the H100s, with NCCL and torchrun) in /venv/main, activated from root's ~/.bashrc. The doctor
+    # probes that torch (torch_target auto): torch_cuda and cudnn ok, NCCL and torchrun found; the torch advisories
+    # item warns (CVE-2025-32434, CVE-2026-24747), which is allowed. The packages item reads gpufleet's own venv
+    # (/opt/gpufleet/venv, no torch: the torch role is off), not /venv/main, so it says "missing: torch" and fails;
+    # read in /venv/main it would warn (torch there; transformers, datasets, accelerate, tqdm missing).
+    "04": {  # simulated 8x H100 SXM with NVSwitch, healthy, Ubuntu 24.04, vast.ai's PyTorch layout
         "release": "24.04", "openssh": "9.6", "python": "3.12", "status": "ok", "gpu": True,
-        "checklist": {"access": "ok", "monitoring": "ok", "packages": "fail", "multi_gpu": "warn"},
+        "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "monitoring": "ok", "packages": "fail",
+                      "multi_gpu": "warn"},
     },
     "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
         "release": "22.04", "openssh": "8.9", "python": "3.10", "status": "failed", "gpu": True,
@@ -282,6 +291,39 @@ def test_second_run_changes_nothing_and_says_the_same(report, second_run):
     assert statuses(after, moved) == statuses(before, moved), \
         "hosts whose root disk crossed %s GiB free between the runs (image item not compared): %s" % (
             ROOT_FREE_MIN_GIB, sorted(moved))
+
+
+def _torch_files(host, site):
+    """{path: sha256} of the torch package and its dist-info in site-packages SITE on the host (byte-code caches
+    left out: importing torch writes them)."""
+    out = host.run("cd %s && find torch torch-*.dist-info -type f -not -path '*/__pycache__/*' -exec sha256sum {} +"
+                   % site).stdout
+    return {path: digest for digest, path in (line.split(None, 1) for line in out.splitlines())}
+
+
+def test_the_renters_torch_on_04_is_where_vast_ai_keeps_it_and_left_as_it_is(expected_hosts, report, second_run):
+    """Host 04's /venv/main (scripts/demo-fleet: vast.ai's PyTorch layout, a torch test double that runs the H100s):
+    an interactive login shell runs its python3, a plain SSH command and /etc/environment's PATH do not name it. Two
+    site.yml runs (make demo's and the second one) with torch_target auto left that torch as demo-fleet put it there:
+    the doctor probed it, found nothing to fix, and no pip freeze was saved for a replacement."""
+    host = expected_hosts["04"]
+    shells = host.run("bash -lic 'command -v python3' </dev/null 2>/dev/null | tail -1; command -v python3; "
+                      "grep '^PATH=' /etc/environment").stdout.splitlines()
+    assert shells[:2] == ["/venv/main/bin/python3", "/usr/bin/python3"], shells
+    assert "/venv" not in shells[2], shells[2]
+    site = "/venv/main/lib/python3.12/site-packages"
+    placed = ROOT / ".demo" / "renter-torch"  # what scripts/demo-fleet copied into that site-packages
+    want = {str(f.relative_to(placed)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(placed.rglob("*")) if f.is_file() and "__pycache__" not in f.parts}
+    assert want and _torch_files(host, site) == want
+    assert host.run("test -e /var/lib/gpufleet/torch/freeze", check=False).returncode != 0
+    for run in (report["hosts"], second_run["report"]):
+        entry = run[host.name]
+        assert entry["doctor"]["remediation"]["state"] == "nothing_to_fix", entry["doctor"]["remediation"]
+        assert entry["checklist"]["torch_cuda"]["summary"].startswith("torch 2.5.1+cu121 (CUDA 12.1)"), \
+            entry["checklist"]["torch_cuda"]
+    probed = json.loads((report["folder"] / "hosts" / ("%s.json" % host.name)).read_text())
+    assert probed["doctor"]["evidence"]["torch"]["executable"] == "/venv/main/bin/python3"
 
 
 def test_a_check_run_reports_a_plan_not_a_result(report):
