@@ -29,6 +29,7 @@ from . import capacity, features, torchcompat
 from . import ctk as _ctk
 from . import torch_advisories as _torch_advisories
 from .doctor_rules import SHM_MIN_MIB  # the /dev/shm floor, a doctor threshold (host side)
+from .hostctx import GPUFLEET_VENV  # where gpu_facts lists packages unless told another environment
 
 REFERENCE = "shared/reference/security-reliability.md"
 
@@ -464,15 +465,23 @@ def image(facts, readiness, count):
 
 
 def packages(readiness):
+    """The packages of the environment the facts listed: gpufleet's venv, or the renter's environment the torch
+    role acted on (playbooks/facts.yml hands gpu_facts torch_target's venv or conda prefix), named when it is not
+    gpufleet's."""
     venv = _d(readiness.get("venv"))
     if not venv:
         return _unknown("no venv facts (readiness probes not run)")
+    renter = venv.get("path") not in (None, GPUFLEET_VENV)
     if not venv.get("exists"):
+        if renter:
+            return _item("warn", "environment %s absent (the torch target of the last run)" % venv.get("path"))
         return _item("warn", "gpufleet venv %s absent: install it with the torch role" % venv.get("path"))
     pkgs = _d(venv.get("packages"))
     have = ["%s %s" % (n, pkgs[n]) for n in WANTED_PACKAGES if n in pkgs]
     missing = [n for n in WANTED_PACKAGES if n not in pkgs]
     text = ", ".join(have) or "none of %s" % ", ".join(WANTED_PACKAGES)
+    if renter:
+        text = "in %s: %s" % (venv["path"], text)
     if missing:
         text += "; missing: %s (role torch: torch_extra_packages)" % ", ".join(missing)
     return _item("ok" if not missing else ("warn" if "torch" in pkgs else "fail"), text)

@@ -57,12 +57,12 @@ EXPECTED = {
     # 04 is laid out as vast.ai's PyTorch image (issues 41, 39): the renter's torch 2.5.1+cu121 (a test double whose
     # sm_90 kernels run the H100s, with NCCL and torchrun) in /venv/main, activated from root's ~/.bashrc. The doctor
     # probes that torch (torch_target auto): torch_cuda and cudnn ok, NCCL and torchrun found; the torch advisories
-    # item warns (CVE-2025-32434, CVE-2026-24747), which is allowed. The packages item reads gpufleet's own venv
-    # (/opt/gpufleet/venv, no torch: the torch role is off), not /venv/main, so it says "missing: torch" and fails;
-    # read in /venv/main it would warn (torch there; transformers, datasets, accelerate, tqdm missing).
+    # item warns (CVE-2025-32434, CVE-2026-24747), which is allowed. The packages item reads /venv/main (facts.yml
+    # lists the packages of the torch target): torch there, transformers, datasets, accelerate, tqdm missing: warn
+    # (it read gpufleet's own venv before, and failed with "missing: torch").
     "04": {  # simulated 8x H100 SXM with NVSwitch, healthy, Ubuntu 24.04, vast.ai's PyTorch layout
         "release": "24.04", "openssh": "9.6", "python": "3.12", "status": "ok", "gpu": True,
-        "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "monitoring": "ok", "packages": "fail",
+        "checklist": {"torch_cuda": "ok", "cudnn": "ok", "access": "ok", "monitoring": "ok", "packages": "warn",
                       "multi_gpu": "warn"},
     },
     "05": {  # simulated 4x A100 PCIe: ECC errors, a failed row remap, GPU 3 off the bus
@@ -322,6 +322,9 @@ def test_the_renters_torch_on_04_is_where_vast_ai_keeps_it_and_left_as_it_is(exp
         assert entry["doctor"]["remediation"]["state"] == "nothing_to_fix", entry["doctor"]["remediation"]
         assert entry["checklist"]["torch_cuda"]["summary"].startswith("torch 2.5.1+cu121 (CUDA 12.1)"), \
             entry["checklist"]["torch_cuda"]
+        # the Python packages item lists the renter's environment (facts.yml: the torch target's packages)
+        assert entry["checklist"]["packages"]["summary"].startswith("in /venv/main: torch 2.5.1+cu121; missing:"), \
+            entry["checklist"]["packages"]
     probed = json.loads((report["folder"] / "hosts" / ("%s.json" % host.name)).read_text())
     assert probed["doctor"]["evidence"]["torch"]["executable"] == "/venv/main/bin/python3"
 

@@ -227,6 +227,20 @@ def test_packages_without_the_venv_say_how_to_install_it():
     assert item["summary"] == "gpufleet venv /opt/gpufleet/venv absent: install it with the torch role"
 
 
+def test_packages_of_the_renters_environment_are_named():
+    """vast.ai's layout: the torch role acted on /venv/main, and facts.yml listed that environment's packages."""
+    r = readiness()
+    r["venv"] = {"path": "/venv/main", "exists": True, "python": "3.12", "packages": {"torch": "2.5.1+cu121"}}
+    item = audit.packages(r)
+    assert item["status"] == "warn"
+    assert item["summary"] == ("in /venv/main: torch 2.5.1+cu121; missing: transformers, datasets, accelerate, tqdm "
+                               "(role torch: torch_extra_packages)")
+    r["venv"] = {"path": "/venv/main", "exists": False, "python": None, "packages": {}}
+    assert audit.packages(r)["summary"] == "environment /venv/main absent (the torch target of the last run)"
+    r["venv"] = {"path": "/opt/gpufleet/venv", "exists": True, "python": "3.11", "packages": {"torch": "2.13.0+cpu"}}
+    assert audit.packages(r)["summary"].startswith("torch 2.13.0+cpu; missing:")
+
+
 @pytest.mark.parametrize(("value", "text"), [(90100, "9.1.0"), (8902, "8.9.2"), (None, None), (True, None)])
 def test_cudnn_text(value, text):
     assert audit.cudnn_text(value) == text
