@@ -233,7 +233,7 @@ def pip_command(python, python_version, dirs=PIP_DIRS):
                     first = f.readline(512).decode("utf-8", "replace").strip()
             except OSError:
                 continue
-            interpreter = first[2:].split()[0] if first.startswith("#!") and first[2:].split() else ""
-            if interpreter and (interpreter == python or os.path.realpath(interpreter) == want):
+            words = first[2:].split() if first.startswith("#!") else []
+            if words and (words[0] == python or os.path.realpath(words[0]) == want):
                 return path
     return None
