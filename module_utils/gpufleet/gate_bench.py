@@ -636,7 +636,7 @@ def run(torch, params, specs_lookup, pynvml=None, kernel_log=read_xids, clock=ti
             skipped.append(budget.refuse("sustained_gemm", params["sustained_s"]))
         else:
             load = sustained_load(torch, device, gpus, _load_sizes(torch, device, gpus, sizes, params),
-                                  params["sustained_s"], pynvml, handles, budget=budget)
+                                  params["sustained_s"], pynvml, handles, budget=budget, clock=budget.clock)
             raw.extend(sustained_entries(load, gpus, device, ""))
     if "burn_in" in tests:
         seconds = budget.left() - BURN_IN_MARGIN_S[device]
@@ -646,7 +646,7 @@ def run(torch, params, specs_lookup, pynvml=None, kernel_log=read_xids, clock=ti
             before = kernel_log()
             slowdown = {i: _slowdown_temperature(pynvml, handles.get(i)) for i in gpus} if handles else {}
             load = sustained_load(torch, device, gpus, _load_sizes(torch, device, gpus, sizes, params), seconds,
-                                  pynvml, handles, memory=True, budget=budget)
+                                  pynvml, handles, memory=True, budget=budget, clock=budget.clock)
             after = kernel_log()
             xid = before if before.get("reason") else (after if after.get("reason") else {
                 "events": gate.new_xid_events(before, after), "source": after.get("source")})

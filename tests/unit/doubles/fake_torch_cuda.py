@@ -21,15 +21,12 @@ each link. CUDA semantics the gate relies on are kept:
 * a GPU's SM clock, power, temperature and clocks-event reasons are a scripted function of time;
   a GEMM's rate follows the SM clock (rate x sm_mhz / sm_max_mhz).
 
-Time: ``realtime=False`` (virtual) keeps its own clock, ``machine.now``, which moves only when the
-host waits for a device, so a test can inject it as the gate's clock and every time is exact.
-``realtime=True`` places the streams on ``time.perf_counter`` and really sleeps in ``synchronize``:
-needed where gate_bench times with the wall clock (P2P, the all-reduce) or loops on
-``time.monotonic`` (the sustained GEMM inside ``run``). Event times stay exact in both modes.
+Time: the machine keeps its own clock, ``machine.now``, which moves only when the host waits for a device, so
+a test injects it as the gate's clock (and, where gate_bench reads the wall clock, as its ``time``:
+test_gate_bench_cuda's ``virtual_time``) and every time is exact, however busy the machine running the test.
 """
 
 import collections
-import time
 import types
 
 from tests.unit.doubles.fake_pynvml import _THROTTLE_BITS, NVMLError, NVMLError_NotSupported
@@ -369,13 +366,12 @@ class FakeCudaMachine:
     without it (their copies are staged through host memory at the pageable rate); ``link_gbs``: GB/s of each
     ring link in an all-reduce (so the bus bandwidth nccl-tests would report)."""
 
-    def __init__(self, gpus, p2p_gbs=380.0, link_gbs=360.0, no_peer_access=(), realtime=False):
+    def __init__(self, gpus, p2p_gbs=380.0, link_gbs=360.0, no_peer_access=()):
         self.gpus = list(gpus)
         for i, gpu in enumerate(self.gpus):
             gpu.index = i
             gpu.uuid = gpu.uuid or "6e2b8f1c-0000-4000-8000-%012x" % (i + 1)
         self.p2p_gbs, self.link_gbs, self.no_peer_access = p2p_gbs, link_gbs, set(no_peer_access)
-        self.realtime = realtime
         self._virtual = 0.0
         self.t0 = self.mark = self.now()  # mark: the host's time as of its last wait on a device
         for gpu in self.gpus:
@@ -387,14 +383,10 @@ class FakeCudaMachine:
 
     # -- time --------------------------------------------------------------------------------
     def now(self):
-        return time.perf_counter() if self.realtime else self._virtual
+        return self._virtual
 
     def _wait_until(self, t):
-        if self.realtime:
-            while time.perf_counter() < t:
-                time.sleep(t - time.perf_counter())
-        else:
-            self._virtual = max(self._virtual, t)
+        self._virtual = max(self._virtual, t)
         self.mark = max(self.mark, self.now())
 
     def state(self, index, t):
