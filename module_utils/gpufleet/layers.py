@@ -38,8 +38,12 @@ HOST = {
 }
 
 CONTROLLER = {
-    "audit": "the report's checklist (report/_common, report/model)",
+    "audit": "the checklist's security items 10-11; the report (report/_common, report/model) reads the checklist here",
     "capacity": "the audit and the report's cells",
+    "checkitem": "the checklist's item shape: audit, checklist and its item modules",
+    "checklist": "the report's checklist (through audit), tests",
+    "checklist_gpu": "the checklist's GPU items (checklist)",
+    "checklist_host": "the checklist's host items (checklist)",
     "features": "the audit and the report's model",
     "history": "scripts/fleet-report, the report",
     "judgement": "the report, scripts/check-verdicts",
