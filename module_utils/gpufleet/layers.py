@@ -48,7 +48,7 @@ CONTROLLER = {
     "history": "scripts/fleet-report, the report",
     "judgement": "the report, scripts/check-verdicts",
     "layers": "this table: tests/unit/test_layers.py",
-    "providers": "inventory_plugins/*, provider_return (a localhost play), the report's model",
+    "providers": "the package: inventory_plugins/*, provider_return (a localhost play), the report's model",
     "report": "scripts/fleet-report (playbooks/report.yml on localhost); the whole package",
     "runner_results": "scripts/fleet-report (AWX job results)",
     "sshcrypto": "the ssh_hardening role's filters (run on the controller)",
