@@ -19,6 +19,7 @@ The package, one concern per file (docs/report.md has the picture):
     _common.py          constants (statuses, actions, file names, CSV columns) and value helpers
     load.py             reading result files, bundles, host lists
     model.py            one host row and its GPU rows from one result; the host's action and verdict
+    findings.py         evidence in, findings out: one function per source (run, facts, health, gate, ...)
     summary.py          summarize / summarize_folder: totals, bad hosts, drift, history, one_line
     cells.py            table cells shared by the Markdown and HTML reports (plain text)
     pictures.py         the numbers behind the page's SVG pictures
@@ -61,9 +62,10 @@ from ._common import (  # noqa: F401 - the package's public names
     ReportInputError,
 )
 from .cells import CHECKLIST_ROWS, _checklist_hosts  # noqa: F401
+from .findings import finding_text as _finding_text  # noqa: F401
 from .jinja_env import ReportTemplateError  # noqa: F401
 from .load import iter_results, load_results, read_hosts_file, split_bundle  # noqa: F401
-from .model import _finding_text, _measured_tflops, decide, facts_time_text  # noqa: F401
+from .model import _measured_tflops, decide, facts_time_text  # noqa: F401
 from .parallel import PARALLEL_MIN_FILES, PARALLEL_MIN_ROWS, ReportWriteError  # noqa: F401
 from .prometheus import PROMETHEUS_METRICS, _host_gate, iter_prometheus, prom_escape, to_prometheus  # noqa: F401
 from .render_csv import csv_rows, iter_csv, to_csv  # noqa: F401

@@ -2,7 +2,7 @@
 
 ``host_summary(result)`` is the host row of fleet.json (docs/schema/fleet.schema.json, ``$defs/host``), with
 one row per GPU (``$defs/gpu``). A row holds text and numbers only, never the raw result, so the renderers
-read nothing else. The evidence becomes findings (``judgement``, module_utils/gpufleet/judgement.py), and
+read nothing else. The evidence becomes findings (``judgement``: findings.py, one function per source), and
 ``decide`` turns them into the host's status, action, verdict and reasons: nothing here sets those.
 """
 
@@ -10,17 +10,12 @@ from .. import audit as _audit
 from .. import features as _features
 from .. import judgement as _judgement
 from .. import providers as _providers
+from . import findings as _findings
 from ._common import (
     _EMPTY,
-    _REASON_SEVERITIES,
     ACTION_CHECK,
-    ACTION_FIX,
-    ACTION_REBOOT,
-    ACTION_RESTART,
     ACTION_RETURN,
     CHECK_ITEMS,
-    NO_GPU_CODES,
-    PROVIDER_CODES,
     _d,
     _flag,
     _l,
@@ -31,6 +26,7 @@ from ._common import (
 )
 
 _finding = _judgement.finding
+_finding_text = _findings.finding_text
 
 
 def _spec(gpu):
@@ -56,30 +52,6 @@ def _is_simulated(result):
 
 def _gpu_label(index):
     return "GPU %s" % index if index is not None else "host"
-
-
-def _finding_text(finding):
-    finding = _d(finding)
-    msg = _text(finding.get("message") or finding.get("code") or "finding")
-    if finding.get("gpu_index") is not None and not msg.startswith("GPU %s " % finding["gpu_index"]):
-        return "GPU %s: %s" % (finding["gpu_index"], msg)
-    return msg
-
-
-def _health(facts):
-    """(status, findings) from the facts; computed with facts.health when the facts carry none."""
-    health = facts.get("health")
-    if not isinstance(health, dict):
-        try:
-            from ..facts import health as compute
-
-            health = compute(facts)
-        except Exception:
-            health = {"status": "unknown" if facts.get("error") else "ok", "findings": []}
-    status = health.get("status")
-    if status not in ("ok", "degraded", "failed", "unknown"):
-        status = "unknown"
-    return status, [f for f in _l(health.get("findings")) if isinstance(f, dict)]
 
 
 def _gate_by_index(gate):
@@ -210,13 +182,10 @@ def _bool_field(result, key):
     return _flag(value)
 
 
-def _host_entry(result):
-    # Read only: the result is not copied (it may be large), flags given as text are read with _flag.
-    reachable, failed = _bool_field(result, "reachable"), _bool_field(result, "failed")
-    host = str(result.get("host"))
-    facts = _d(result.get("gpu"))
+def _blank_entry(result, facts, reachable):
+    """The host row before any evidence is judged: the record's own fields, everything else empty."""
     entry = {
-        "host": host, "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
+        "host": str(result.get("host")), "status": "unknown", "simulated": _is_simulated(result), "reasons": [],
         "provider": result.get("provider"), "price_per_hour": _price(result.get("price_per_hour")),
         "provider_id": result.get("provider_id"), "provider_machine_id": result.get("provider_machine_id"),
         "provider_readiness": result.get("provider_readiness"), "return_action": None,
@@ -229,40 +198,51 @@ def _host_entry(result):
         "gate_other": [], "doctor": None, "action": None, "warnings": [], "verdict": None, "judgement": [],
         "check": None,
     }
-    found = entry["judgement"].append
     entry["facts_read_at"], entry["facts_read_at_source"] = _facts_time(result, facts)
     if result.get("not_in_inventory"):
         entry["warnings"].append("result file for a host that is not in the given inventory")
-    if result.get("load_error"):
-        found(_finding("run", "result_unreadable", "error", "result file unreadable: %s" % result["load_error"],
-                       status="unknown"))
-        return entry
-    if reachable is False:
-        # The cause first (SSH's reason): the play and task it happened in are evidence, not the verdict's words.
-        found(_finding("run", "unreachable", "critical", _text(result.get("reason")) or "unreachable (no reason given)",
-                       status="unreachable", evidence={"failed_in": result.get("failed_in")}))
-        return entry
-    if failed is True:
-        found(_finding("run", "playbook_failed", "critical",
-                       "playbook failed: %s" % (_text(result.get("reason")) or "no reason given"),
-                       evidence={"failed_in": result.get("failed_in")}))
-    elif reachable is not True and not facts:
-        found(_finding("run", "no_result", "unknown",
-                       _text(result.get("reason")) or "no reachability and no GPU facts in the result"))
-        return entry
+    return entry
 
+
+def _host_entry(result):
+    """The host row from one result: its GPU rows and totals, and its findings (report/findings.py), one source of
+    evidence after the other in the verdict's order among equals. Read only: the result is not copied (it may be
+    large), flags given as text are read with _flag."""
+    reachable, failed = _bool_field(result, "reachable"), _bool_field(result, "failed")
+    facts = _d(result.get("gpu"))
+    entry = _blank_entry(result, facts, reachable)
+    found = entry["judgement"].extend
+    found(_findings.run(result, reachable, failed, facts))
+    if any(f["code"] in _findings.RUN_FINAL for f in entry["judgement"]):
+        return entry
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
-    if facts:
-        health_status, findings = _health(facts)
-        entry["findings"] = findings
-    else:
-        health_status, findings = "unknown", []
-        if failed is not True:
-            found(_finding("run", "no_gpu_facts", "unknown", "no GPU facts in the result"))
-    gate_by_index = _gate_by_index(result.get("gate"))
-    gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in findings if f.get("gpu_index") is not None]
-    rows = entry["gpus"]
-    models = entry["gpu_models"]
+    health_status, health = _findings.health_of(facts) if facts else ("unknown", [])
+    _add_gpu_rows(entry, facts, gpus, result.get("gate"), health)
+    expected = _audit.expected_gpu_count(result)
+    cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
+    health_status, entry["findings"] = _findings.expected_count(health_status, health, facts, entry["gpu_count"],
+                                                                expected, cpu_host)
+    found(_findings.gpu_facts(facts, health_status, entry["findings"], entry["gpu_count"], failed, cpu_host))
+    found(_findings.health(entry["findings"], _in_container(result, facts)))
+    found(_findings.gate(entry["gpus"]))
+    check = result.get("check")
+    if isinstance(check, dict):
+        entry["check"] = _check_record(check)
+        found(_findings.check(check, entry["check"]))
+    judged = _d(_d(entry["check"]).get("judged"))
+    doctor = result.get("doctor")
+    if isinstance(doctor, dict):
+        entry["doctor"] = _doctor_record(doctor)
+        found(_findings.doctor(entry["doctor"], judged.get("where") if judged.get("named") else None))
+    found(_findings.torch_environment(judged, entry["judgement"]))
+    return entry
+
+
+def _add_gpu_rows(entry, facts, gpus, gate, health):
+    """The host's GPU rows (with their gate results and health lines) and what they add up to."""
+    gate_by_index = _gate_by_index(gate)
+    gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in health if f.get("gpu_index") is not None]
+    rows, models = entry["gpus"], entry["gpu_models"]
     mem = 0
     peaks = []
     measured = []
@@ -287,117 +267,25 @@ def _host_entry(result):
     entry["peak_bf16_tflops"] = _round(sum(peaks), 1) if peaks else None
     entry["measured_tflops"] = _round(sum(measured), 1) if measured else None
 
-    expected = _audit.expected_gpu_count(result)
-    cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
-    if cpu_host:  # a CPU host by intent: "no GPU here" is what was asked for, info and no reason
-        findings = [_as_intended(f) if f.get("code") in NO_GPU_CODES else f for f in findings]
-        entry["findings"] = findings
-    if (expected is not None and facts and not facts.get("error") and entry["gpu_count"] < expected
-            and not any(f.get("code") == "gpu_count_low" for f in findings)):
-        findings = findings + [{"code": "gpu_count_low", "severity": "critical", "gpu_index": None,
-                                "message": "%d GPU(s) visible, %d expected" % (entry["gpu_count"], expected)}]
-        entry["findings"] = findings
-        if health_status in ("ok", "degraded"):
-            health_status = "failed"
 
-    if failed is not True and not cpu_host and facts and not gpus and entry["gpu_count"] == 0 \
-            and health_status != "unknown":
-        what = facts.get("error") or "no GPU visible to %s" % (facts.get("source") or "the facts module")
-        code = facts.get("error_code")
-        found(_finding("facts", "no_gpu", "critical", "no GPU: %s%s" % ("%s: " % code if code else "", what),
-                       status="no-gpu", action=ACTION_RETURN, evidence={"error_code": code, "error": facts.get("error"),
-                                                                        "source": facts.get("source")}))
-    elif facts and not cpu_host and health_status == "unknown" and facts.get("error") and not any(
-            f.get("severity") in _REASON_SEVERITIES for f in findings):
-        found(_finding("facts", "gpu_facts_unavailable", "unknown", "GPU facts unavailable: %s" % facts["error"],
-                       evidence={"error_code": facts.get("error_code")}))
-    in_container = _in_container(result, facts)
-    for f in findings:
-        if f.get("severity") in _REASON_SEVERITIES:
-            found(_finding("health", f.get("code"), f.get("severity"), _finding_text(f),
-                           action=_finding_leads_to(f, in_container),
-                           gpu_index=f.get("gpu_index"),
-                           evidence={k: v for k, v in f.items() if k not in ("code", "severity", "message")}))
-
-    # Gate: a GPU below its threshold flags the host.
-    for row in rows:
-        for g in row["gate"]:
-            if g["passed"] is False:
-                frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
-                found(_finding("gate", "gate_failed", "error", "GPU %s: gate %s failed%s%s" % (
-                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""),
-                    status="degraded", action=ACTION_RETURN, gpu_index=row["index"],
-                    evidence={k: g[k] for k in ("test", "measured", "expected", "unit", "fraction_of_peak")}))
-
-    _check_findings(entry, result.get("check"), found)
-
-    doctor = result.get("doctor")
-    if isinstance(doctor, dict):
-        dfind = [{k: f.get(k) for k in _DOCTOR_FINDING_KEYS if k in f}
-                 for f in _l(doctor.get("findings")) if isinstance(f, dict)]
-        remediation = doctor.get("remediation")
-        entry["doctor"] = {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
-                           "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
-        judged = _d(_d(entry["check"]).get("judged"))
-        where = judged.get("where") if judged.get("named") else None
-        if doctor.get("status") not in ("ok", "fixed", "healthy"):
-            # The doctor ran on the host: its findings are evidence even where no GPU facts were read.
-            for f in dfind:
-                sev = f.get("severity")
-                if sev not in ("critical", "error", "warning"):
-                    continue
-                meaning = _text(f.get("meaning") or f.get("message") or f.get("code"))
-                action = _doctor_leads_to(f)
-                if action == ACTION_FIX and f.get("code") not in _judgement.FIX_HERE_CODES:
-                    # The renter's own setting (thread pools, a VM's /dev/shm): remediate.yml has no fix for it, so
-                    # it is a note with its remedy, not "fix here".
-                    sev, action = "info", None
-                found(_finding("doctor", f.get("code"), sev,
-                               _judgement.brief(f.get("code"), f.get("evidence"), meaning, where=where),
-                               reason="doctor: %s" % meaning, action=action,
-                               evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
-                               meaning=meaning, remedy=_text(f.get("remedy")) or None))
-    _torch_environment_note(entry, found)
-    return entry
+def _doctor_record(doctor):
+    """The host row's ``doctor``: its status, whether CUDA is usable, its findings (``_DOCTOR_FINDING_KEYS``) and
+    remediation."""
+    dfind = [{k: f.get(k) for k in _DOCTOR_FINDING_KEYS if k in f}
+             for f in _l(doctor.get("findings")) if isinstance(f, dict)]
+    remediation = doctor.get("remediation")
+    return {"status": doctor.get("status"), "cuda_usable": doctor.get("cuda_usable"),
+            "findings": dfind, "remediation": remediation if isinstance(remediation, dict) else None}
 
 
-# The pre-check's steps (playbooks/check.yml), by number.
-CHECK_STEPS = {1: "connect", 2: "environment", 3: "probe"}
-
-
-def _check_findings(entry, check, found):
-    """The pre-check's own evidence (playbooks/check.yml, ``gpu_check`` facts): its step times on the host row, a
-    step past the deadline (a hung GPU is a finding), a step that failed, and an image without torch."""
-    if not isinstance(check, dict):
-        return
-    steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in CHECK_STEPS.values()}
+def _check_record(check):
+    """The host row's ``check`` from the pre-check's record (playbooks/check.yml, ``gpu_check`` facts): its step
+    times, total and deadline, the judged torch's python, the environments with torch and the judged one."""
+    steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in _findings.CHECK_STEPS.values()}
     environments, judged = _environments(check)
-    entry["check"] = {"steps": steps, "total_s": _price(check.get("total_s")),
-                      "deadline_s": _price(check.get("deadline_s")),
-                      "torch_python": _text(check.get("torch_python")) or None,
-                      "probe_run": _flag(check.get("probe_run")) is True,
-                      "environments": environments, "judged": judged}
-    step = _price(check.get("failed_step"))
-    if step is not None:
-        name = CHECK_STEPS.get(int(step), "?")
-        if _flag(check.get("timed_out")):
-            hung = _text(check.get("hung"))
-            text = "check timed out in step %d (%s)%s" % (step, name, ": %s" % hung if hung else " after %s s" % (
-                _text(check.get("deadline_s"))))
-            evidence = {"step": step, "deadline_s": check.get("deadline_s"), "error": check.get("error"),
-                        "hung": hung or None, "probes": _d(check.get("probes")) or None}
-            found(_finding("check", "check_timed_out", "critical", text, status="failed", action=ACTION_RETURN,
-                           evidence=evidence,
-                           meaning="a step of the pre-check ran past the host's deadline: a hung GPU, driver or login",
-                           remedy="give the box back, or rerun with a longer check_deadline_s if its login is only "
-                                  "slow"))
-        else:
-            found(_finding("check", "check_step_failed", "unknown", "check failed in step %d (%s): %s" % (
-                step, name, _text(check.get("error"))), evidence={"step": step, "error": check.get("error")}))
-    elif (steps.get("environment") is not None and not entry["check"]["torch_python"]
-          and not any(e["torch"] for e in environments)):
-        found(_finding("check", "no_torch_on_image", "info", "no torch on this image: judged with NVML alone",
-                       evidence={"pythons_tried": _l(check.get("pythons_tried"))}))
+    return {"steps": steps, "total_s": _price(check.get("total_s")), "deadline_s": _price(check.get("deadline_s")),
+            "torch_python": _text(check.get("torch_python")) or None,
+            "probe_run": _flag(check.get("probe_run")) is True, "environments": environments, "judged": judged}
 
 
 def _env_where(python, kind):
@@ -444,25 +332,6 @@ def _environments(check):
                             named=env["kind"] not in _NOT_NAMED)
 
 
-def _torch_environment_note(entry, found):
-    """An info note naming the environment whose torch was judged when it is not the login shell's python and no
-    torch finding names it already (a torch finding's line does: judgement.TORCH_CODES)."""
-    judged = _d(_d(entry.get("check")).get("judged"))
-    if not judged.get("named") or not judged.get("torch"):
-        return
-    if any(f["code"] in _judgement.TORCH_CODES for f in entry["judgement"]):
-        return
-    found(_finding("check", "torch_environment", "info", "torch %s in %s%s" % (
-        judged["torch"], judged["where"], "; %s" % judged["reason"] if judged.get("reason") else ""),
-        evidence={"python": judged["python"], "kind": judged["kind"], "why": judged.get("why")}))
-
-
-def _as_intended(finding):
-    """A copy of a "no GPU here" finding as info: on a CPU host by intent it is no fault."""
-    return dict(finding, severity="info", message="as intended on a CPU host (expected_gpu_count 0): %s" % (
-        _text(finding.get("message") or finding.get("code"))))
-
-
 def _facts_time(result, facts):
     """(time, source) of when the host's facts were read: the GPU facts' collected_at, else the record's."""
     at = facts.get("collected_at")
@@ -496,29 +365,6 @@ def _in_container(result, facts):
     doctor = _d(result.get("doctor"))
     found = _d(doctor.get("evidence")).get("in_container")
     return found if isinstance(found, bool) else None
-
-
-def _finding_leads_to(finding, in_container=None):
-    """The action a health finding calls for: the provider's for hardware and what was rented, a reboot (or the
-    provider, in a container) for a pending GPU reset; the rest none by itself (a note or the status's default)."""
-    code = str(finding.get("code"))
-    if code in _judgement.MACHINE_RESTART_CODES:
-        return _judgement.machine_restart_action(in_container is True)
-    return ACTION_RETURN if code in PROVIDER_CODES or code.startswith("xid_") else None
-
-
-# A doctor finding's remedy class -> the host action it calls for.
-_REMEDY_ACTION = {"provider": ACTION_RETURN, "restart_container": ACTION_RESTART, "reboot": ACTION_REBOOT,
-                  "fixable": ACTION_FIX}
-
-
-def _doctor_leads_to(finding):
-    remedy = finding.get("remedy_class")
-    if remedy in _REMEDY_ACTION:
-        return _REMEDY_ACTION[remedy]
-    if finding.get("fixable") is False:
-        return ACTION_RETURN
-    return ACTION_FIX if finding.get("fixable") is True else None
 
 
 def _safe_host_summary(r):

@@ -101,6 +101,10 @@ def _host_gate(h):
     return [(test, low, passed) for test, (low, passed) in tests.items()]
 
 
+# The status label of each status, made once.
+_STATUS_LABELS = [(st, ',status="%s"' % st) for st in STATUSES]
+
+
 def _prom_samples(s):
     """Every sample as (metric, [line]), in _METRICS order. A host name seen before (two result
     files for one host) is written once, the first one wins, so no series repeats. Each label value
@@ -109,53 +113,62 @@ def _prom_samples(s):
     t = s["totals"]
     drifting = _drifting(s)
     drift_fields = [field for field, _unused, usual in _DRIFT_FIELDS if t.get(usual) is not None]
-    statuses = [(st, ',status="%s"' % st) for st in STATUSES]
     hosts_seen = set()
-    up, status, simulated = out["gpufleet_host_up"], out["gpufleet_host_status"], out["gpufleet_host_simulated"]
     for h in s["hosts"]:
         hl = 'host="%s"' % prom_escape(h["host"])
         if hl in hosts_seen:
             continue
         hosts_seen.add(hl)
-        up.append("gpufleet_host_up{%s} %d" % (hl, 1 if h["status"] != "unreachable" and h["reachable"] is not False
-                                               else 0))
-        # The current status only: one line per host, not one per status (the file's size at
-        # 10,000 hosts); count by (status) or {status="failed"} read it.
-        for st, sl in statuses:
-            if h["status"] == st:
-                status.append("gpufleet_host_status{%s%s} 1" % (hl, sl))
-        simulated.append("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0))
+        _host_samples(out, h, hl, drifting, drift_fields)
+    _fleet_samples(out, t, s["generated_at"])
+    for name, _unused, _unused, _unused in _METRICS:
+        yield name, out[name]
 
-        def put(name, value, extra="", hl=hl):
-            v = _pv(value)
-            if v is not None:
-                out[name].append("%s{%s%s} %s" % (name, hl, extra, v))
 
-        put("gpufleet_host_gpus", h["gpu_count"])
-        if h["gpus"]:
-            put("gpufleet_host_gpus_lost", sum(1 for g in h["gpus"] if g["lost"]))
-        models = {}
-        for model, n in h["gpu_models"].items():
-            models.setdefault(prom_escape(model), n)
-        for model in sorted(models):
-            put("gpufleet_host_gpus_by_model", models[model], ',name="%s"' % model)
-        put("gpufleet_host_price_per_hour_dollars", h["price_per_hour"])
-        put("gpufleet_host_peak_bf16_tflops", h["peak_bf16_tflops"])
-        if h["gpus"] or h["findings"]:
-            # critical and warning always (0 included); info and unknown only when there are some.
-            found = [f.get("severity") for f in h["findings"]]
-            for sev in _SEVERITIES:
-                n = found.count(sev)
-                if n or sev in ("critical", "warning"):
-                    put("gpufleet_host_health_findings", n, ',severity="%s"' % sev)
-        if h["gpus"]:
-            for field in drift_fields:
-                put("gpufleet_host_version_drift", 1 if (h["host"], field) in drifting else 0, ',field="%s"' % field)
-        for test, low, passed in _host_gate(h):
-            tl = ',test="%s"' % prom_escape(test)
-            put("gpufleet_host_gate_fraction_of_expected", low, tl)
-            put("gpufleet_host_gate_passed", passed, tl)
+def _host_samples(out, h, hl, drifting, drift_fields):
+    """One host's samples (gpufleet_host_*) appended to ``out``; ``hl``: its host label, escaped."""
+    out["gpufleet_host_up"].append("gpufleet_host_up{%s} %d" % (
+        hl, 1 if h["status"] != "unreachable" and h["reachable"] is not False else 0))
+    # The current status only: one line per host, not one per status (the file's size at
+    # 10,000 hosts); count by (status) or {status="failed"} read it.
+    for st, sl in _STATUS_LABELS:
+        if h["status"] == st:
+            out["gpufleet_host_status"].append("gpufleet_host_status{%s%s} 1" % (hl, sl))
+    out["gpufleet_host_simulated"].append("gpufleet_host_simulated{%s} %d" % (hl, 1 if h["simulated"] else 0))
 
+    def put(name, value, extra=""):
+        v = _pv(value)
+        if v is not None:
+            out[name].append("%s{%s%s} %s" % (name, hl, extra, v))
+
+    put("gpufleet_host_gpus", h["gpu_count"])
+    if h["gpus"]:
+        put("gpufleet_host_gpus_lost", sum(1 for g in h["gpus"] if g["lost"]))
+    models = {}
+    for model, n in h["gpu_models"].items():
+        models.setdefault(prom_escape(model), n)
+    for model in sorted(models):
+        put("gpufleet_host_gpus_by_model", models[model], ',name="%s"' % model)
+    put("gpufleet_host_price_per_hour_dollars", h["price_per_hour"])
+    put("gpufleet_host_peak_bf16_tflops", h["peak_bf16_tflops"])
+    if h["gpus"] or h["findings"]:
+        # critical and warning always (0 included); info and unknown only when there are some.
+        found = [f.get("severity") for f in h["findings"]]
+        for sev in _SEVERITIES:
+            n = found.count(sev)
+            if n or sev in ("critical", "warning"):
+                put("gpufleet_host_health_findings", n, ',severity="%s"' % sev)
+    if h["gpus"]:
+        for field in drift_fields:
+            put("gpufleet_host_version_drift", 1 if (h["host"], field) in drifting else 0, ',field="%s"' % field)
+    for test, low, passed in _host_gate(h):
+        tl = ',test="%s"' % prom_escape(test)
+        put("gpufleet_host_gate_fraction_of_expected", low, tl)
+        put("gpufleet_host_gate_passed", passed, tl)
+
+
+def _fleet_samples(out, t, generated_at):
+    """The fleet's samples (gpufleet_fleet_*, gpufleet_report_*) from its totals, appended to ``out``."""
     def fleet(name, value, labels=""):
         v = _pv(value)
         if v is not None:
@@ -173,9 +186,7 @@ def _prom_samples(s):
         fleet("gpufleet_fleet_price_per_hour_dollars", t.get("price_per_hour"))
     fleet("gpufleet_fleet_dollars_per_peak_tflop_hour", t.get("usd_per_peak_tflop_hour"))
     fleet("gpufleet_fleet_dollars_per_measured_tflop_hour", t.get("usd_per_measured_tflop_hour"))
-    fleet("gpufleet_report_timestamp_seconds", _timestamp(s["generated_at"]))
-    for name, _unused, _unused, _unused in _METRICS:
-        yield name, out[name]
+    fleet("gpufleet_report_timestamp_seconds", _timestamp(generated_at))
 
 
 _PROM_LINES_PER_CHUNK = 8192

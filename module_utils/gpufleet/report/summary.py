@@ -2,10 +2,10 @@
 
 from .. import history as _history
 from .. import judgement as _judgement
+from . import findings as _findings
 from ._common import (
     _BAD_ORDER,
     _EMPTY,
-    ACTION_RETURN,
     CHECK_ITEMS,
     CHECK_MODE_NOTE,
     CHECK_STATUSES,
@@ -83,11 +83,10 @@ def _drift(hosts):
             v = h[key]
             if v is None or isinstance(v, (dict, list)) or v == common:
                 continue
-            reason = "%s %s differs from the fleet's usual %s" % (word, _text(v), _text(common))
-            h["judgement"].append(_judgement.finding("drift", key + "_drift", "info", reason,
-                                                     evidence={"version": v, "usual": common}))
+            found = _findings.drift(key, word, v, common)
+            h["judgement"].extend(found)
             drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
-                          "reason": reason})
+                          "reason": found[0]["reason"]})
     drift.sort(key=lambda d: (d["host"], d["field"]))
     return usual, drift, split
 
@@ -100,79 +99,97 @@ def _apply_history(hosts, history):
         h["history"] = seen["findings"]
         if isinstance(h.get("checklist"), dict):
             h["checklist"][_history.CHECK_KEY] = seen["check"]
-        for f in seen["findings"]:
-            returned = f["action"] == ACTION_RETURN
-            code = f.get("code") or "history"
-            if code == _history.CODE_KNOWN_BAD and f.get("same_rental"):
-                code = _history.CODE_FLAGGED_BEFORE  # evidence with its date: a present diagnosis outranks it
-            h["judgement"].append(_judgement.finding(
-                "history", code, f.get("severity"), "history: %s" % f["message"],
-                action=f["action"], status="degraded" if returned else "ok", echo=True,
-                evidence={k: v for k, v in f.items() if k not in ("message", "severity", "action")}))
+        h["judgement"].extend(_findings.history(seen["findings"]))
 
 
 def _finish(hosts, now, results=None, check_mode=False, history=None):
+    """The summary of the host rows: the fleet-level evidence (history, drift) added and decided, the totals, the
+    bad hosts, what to do, the warnings; ``results`` (the raw results, kept on request) sorted in."""
     hosts.sort(key=lambda h: h["host"])
     _apply_history(hosts, history)
     usual, drift, split = _drift(hosts)
+    _redecide(hosts)
+    totals = _totals(hosts)
+    totals.update({"usual_driver_version": usual["usual_driver_version"],
+                   "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
+                   "drift": drift, "version_split": split, "checklist": _checklist_counts(hosts)})
+    warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
+    summary = {
+        "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
+        "bad_hosts": _bad_hosts(hosts), "what_to_do": _judgement.what_to_do(hosts), "hosts": hosts,
+        "warnings": warnings, "history": _history.overview(history),
+    }
+    if results is not None:
+        results.sort(key=lambda r: str(r.get("host")))
+        summary["results"] = results
+    return summary
+
+
+def _redecide(hosts):
+    """The decision with the fleet-level evidence too (history, drift): status, action, verdict, reasons in the
+    verdict's order (the evidence for the action first; the history keeps the first ones of a box it flags). A
+    host that got no new finding keeps the decision made on its own evidence (the same function's)."""
     for h in hosts:
-        # The decision with the fleet-level evidence too (history, drift): status, action, verdict, reasons in the
-        # verdict's order (the evidence for the action first; the history keeps the first ones of a box it flags).
-        # A host that got no new finding keeps the decision made on its own evidence (the same function's).
         if h.pop("_decided", None) != len(h["judgement"]):
             decide(h)
             h.pop("_decided", None)
 
-    by_status = dict.fromkeys(STATUSES, 0)
-    by_model = {}
-    gpus = usable = 0
-    mem_mib = 0
-    peak = 0.0
-    price_total = 0.0
-    priced_hosts = 0
-    peak_price = peak_tflops = meas_price = meas_tflops = 0.0
+
+def _sums(hosts):
+    """The fleet's sums over its host rows: hosts by status, GPUs (usable, by model), memory, peak, prices."""
+    t = {"by_status": dict.fromkeys(STATUSES, 0), "by_model": {}, "gpus": 0, "usable": 0, "mem_mib": 0,
+         "peak": 0.0, "price_total": 0.0, "priced_hosts": 0, "peak_price": 0.0, "peak_tflops": 0.0,
+         "meas_price": 0.0, "meas_tflops": 0.0}
+    by_status, by_model = t["by_status"], t["by_model"]
     for h in hosts:
         by_status[h["status"]] = by_status.get(h["status"], 0) + 1
-        gpus += h["gpu_count"]
+        t["gpus"] += h["gpu_count"]
         if h["status"] in ("ok", "degraded"):
-            usable += sum(1 for g in h["gpus"] if not g["lost"])
+            t["usable"] += sum(1 for g in h["gpus"] if not g["lost"])
         for name, n in h["gpu_models"].items():
             by_model[name] = by_model.get(name, 0) + n
         missing = h["gpu_count"] - len(h["gpus"])
         if missing > 0:
             by_model["unknown GPU"] = by_model.get("unknown GPU", 0) + missing
-        mem_mib += h["memory_total_mib"]
-        peak += h["peak_bf16_tflops"] or 0
-        if h["price_per_hour"] is not None:
-            price_total += h["price_per_hour"]
-            priced_hosts += 1
+        t["mem_mib"] += h["memory_total_mib"]
+        t["peak"] += h["peak_bf16_tflops"] or 0
+        price = h["price_per_hour"]
+        if price is not None:
+            t["price_total"] += price
+            t["priced_hosts"] += 1
             if h["peak_bf16_tflops"]:
-                peak_price += h["price_per_hour"]
-                peak_tflops += h["peak_bf16_tflops"]
+                t["peak_price"] += price
+                t["peak_tflops"] += h["peak_bf16_tflops"]
             if h["measured_tflops"]:
-                meas_price += h["price_per_hour"]
-                meas_tflops += h["measured_tflops"]
+                t["meas_price"] += price
+                t["meas_tflops"] += h["measured_tflops"]
+    return t
 
-    totals = {
+
+def _totals(hosts):
+    """fleet.json's totals from the host rows (the drift, version split and checklist counts come after)."""
+    t = _sums(hosts)
+    peak_tflops, meas_tflops = t["peak_tflops"], t["meas_tflops"]
+    return {
         "hosts": len(hosts),
-        "hosts_by_status": by_status,
+        "hosts_by_status": t["by_status"],
         "simulated_hosts": sum(1 for h in hosts if h["simulated"]),
-        "gpus": gpus,
-        "gpus_usable": usable,
-        "gpus_by_model": dict(sorted(by_model.items(), key=lambda kv: str(kv[0]))),
-        "gpu_memory_total_gib": round(mem_mib / 1024.0, 1),
-        "peak_bf16_tflops": round(peak, 1),
-        "price_per_hour": round(price_total, 4),
-        "priced_hosts": priced_hosts,
+        "gpus": t["gpus"],
+        "gpus_usable": t["usable"],
+        "gpus_by_model": dict(sorted(t["by_model"].items(), key=lambda kv: str(kv[0]))),
+        "gpu_memory_total_gib": round(t["mem_mib"] / 1024.0, 1),
+        "peak_bf16_tflops": round(t["peak"], 1),
+        "price_per_hour": round(t["price_total"], 4),
+        "priced_hosts": t["priced_hosts"],
         # $ per TFLOP-hour over the hosts where both the price and the figure are known.
-        "usd_per_peak_tflop_hour": round(peak_price / peak_tflops, 6) if peak_tflops else None,
+        "usd_per_peak_tflop_hour": round(t["peak_price"] / peak_tflops, 6) if peak_tflops else None,
         "measured_tflops": round(meas_tflops, 1) if meas_tflops else None,
-        "usd_per_measured_tflop_hour": round(meas_price / meas_tflops, 6) if meas_tflops else None,
-        "usual_driver_version": usual["usual_driver_version"],
-        "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
-        "drift": drift,
-        "version_split": split,
+        "usd_per_measured_tflop_hour": round(t["meas_price"] / meas_tflops, 6) if meas_tflops else None,
     }
+
+
+def _checklist_counts(hosts):
+    """Per checklist item, the hosts by its status."""
     checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
     for h in hosts:
         items = h.get("checklist") or _EMPTY
@@ -180,22 +197,17 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
             st = (items.get(key) or _EMPTY).get("status")
             counts = checks[key]
             counts[st if st in counts else "unknown"] += 1
-    totals["checklist"] = checks
+    return checks
+
+
+def _bad_hosts(hosts):
+    """The hosts whose status is not ok, worst status first."""
     bad = [{"host": h["host"], "status": h["status"], "provider": h["provider"], "action": h["action"],
             "reasons": list(h["reasons"]), "simulated": h["simulated"], "provider_id": h.get("provider_id"),
             "return_action": h.get("return_action"), "verdict": h["verdict"]}
            for h in hosts if h["status"] != "ok"]
     bad.sort(key=lambda b: (_BAD_ORDER.get(b["status"], 9), b["host"]))
-    warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
-    summary = {
-        "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
-        "bad_hosts": bad, "what_to_do": _judgement.what_to_do(hosts), "hosts": hosts, "warnings": warnings,
-        "history": _history.overview(history),
-    }
-    if results is not None:
-        results.sort(key=lambda r: str(r.get("host")))
-        summary["results"] = results
-    return summary
+    return bad
 
 
 def summarize(results, now=None, include_results=False, workers=None, check_mode=False, history=None):
