@@ -39,6 +39,7 @@ HOST = {
 
 CONTROLLER = {
     "audit": "the checklist's security items 10-11; the report (report/_common, report/model) reads the checklist here",
+    "briefs": "the judgement (a doctor finding's evidence in a few words): the report, scripts/check-verdicts",
     "capacity": "the audit and the report's cells",
     "checkitem": "the checklist's item shape: audit, checklist and its item modules",
     "checklist": "the report's checklist (through audit), tests",
