@@ -188,6 +188,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpufleet import torchcheck, torchparse, torchtable
 from ansible.module_utils.gpufleet import torchcompat as tc
 
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-.*\.whl$", re.IGNORECASE)
@@ -278,8 +279,8 @@ def wheelhouse_variants(files, torch_version):
     (``pypi_default`` in the table), when the table knows it.
     """
     try:
-        pin = tc.parse_torch_version(torch_version)
-    except tc.InvalidInput:
+        pin = torchparse.parse_torch_version(torch_version)
+    except torchparse.InvalidInput:
         return []
     found = set()
     for version in _wheel_versions(files).get("torch", []):
@@ -289,10 +290,10 @@ def wheelhouse_variants(files, torch_version):
         if label:
             found.add(label.lower())
         else:
-            rel = tc.release(pin["series"])
+            rel = torchtable.release(pin["series"])
             if rel and rel["pypi_default"]:
                 found.add(rel["pypi_default"])
-    order = list(tc.DEFAULT_PREFER) + ["cpu"]
+    order = list(torchtable.DEFAULT_PREFER) + ["cpu"]
     return sorted(found, key=lambda v: (order.index(v) if v in order else len(order), v))
 
 
@@ -306,7 +307,7 @@ def unlabelled_pin(selection, files):
     versions = _wheel_versions(files).get("torch", [])
     if selection["local_version"] in versions or version not in versions:
         return None
-    rel = tc.release(tc.parse_torch_version(version)["series"])
+    rel = torchtable.release(torchparse.parse_torch_version(version)["series"])
     if rel and rel["pypi_default"] == selection["variant"]:
         return "torch==%s" % version
     return None
@@ -321,7 +322,7 @@ def _join(problems):
 
 
 def select(p):
-    """Run the solver for the module's parameters; returns the selection dict (raises tc.CompatError)."""
+    """Run the solver for the module's parameters; returns the selection dict (raises torchparse.CompatError)."""
     requested = (p["variant"] or "auto").strip().lower()
     ccs = p["compute_capabilities"] or []
     py = p["python_version"] or None
@@ -339,24 +340,25 @@ def select(p):
         return selection
     # A CUDA variant asked for on a host that shows no GPU (an image build, a host whose driver is being
     # repaired): the release and the Python are checked through the cpu row, the variant against the table.
-    pin = tc.parse_torch_version(p["torch_version"])
+    pin = torchparse.parse_torch_version(p["torch_version"])
     if pin["local"] and pin["local"].lower() != requested:
         raise tc.NoCompatibleWheel("torch pin %s carries the label +%s, which contradicts the requested variant %s"
                                    % (p["torch_version"], pin["local"], requested))
-    if requested not in tc.CUDA_VARIANTS:
+    if requested not in torchtable.CUDA_VARIANTS:
         raise tc.NoCompatibleWheel("variant %r is not one this matrix knows (cpu, %s)"
-                                   % (requested, ", ".join(sorted(tc.CUDA_VARIANTS))))
+                                   % (requested, ", ".join(sorted(torchtable.CUDA_VARIANTS))))
     base = tc.solve(None, [], torch_version=pin["release"] + pin["pre"], python_version=py,
                     requested_variant="cpu", driver_policy=p["driver_policy"])
-    if tc.wheel(pin["series"], requested) is None:
-        published = [w["variant"] for w in tc.wheels_for(pin["series"])]
+    if torchtable.wheel(pin["series"], requested) is None:
+        published = [w["variant"] for w in torchtable.wheels_for(pin["series"])]
         raise tc.NoCompatibleWheel("torch %s has no %s wheels (published: %s)"
                                    % (pin["series"], requested, ", ".join(published)))
     version = base["torch_version"]
-    row = tc.CUDA_VARIANTS[requested]
+    row = torchtable.CUDA_VARIANTS[requested]
     floor = row["strict_driver"] if p["driver_policy"] == "strict" and row["strict_driver"] else row["minor_floor"]
-    base.update(variant=requested, index_url=tc.index_url(requested), local_version="%s+%s" % (version, requested),
-                requirement="torch==%s+%s" % (version, requested), cuda_version=tc.cuda_of(requested),
+    base.update(variant=requested, index_url=torchparse.index_url(requested),
+                local_version="%s+%s" % (version, requested),
+                requirement="torch==%s+%s" % (version, requested), cuda_version=torchparse.cuda_of(requested),
                 driver_floor=floor)
     base["reasons"] = ["Variant %s was requested." % requested] + [r for r in base["reasons"] if "cpu" not in r]
     base["warnings"] = base["warnings"] + [
@@ -369,10 +371,10 @@ def check_installed(selection, installed):
     """(ok, message) for what the venv reports against the selection."""
     version = str(installed.get("version") or "")
     cuda = installed.get("cuda")
-    ok, message = tc.check_label(version, selection["variant"], cuda)
+    ok, message = torchcheck.check_label(version, selection["variant"], cuda)
     try:
-        release = tc.parse_torch_version(version)["release"]
-    except tc.InvalidInput:
+        release = torchparse.parse_torch_version(version)["release"]
+    except torchparse.InvalidInput:
         release = None
     if ok and release != selection["torch_version"]:
         ok, message = False, "torch %s is installed, not %s" % (version, selection["torch_version"])
@@ -402,7 +404,7 @@ def main():
     requested = (p["variant"] or "auto").strip().lower()
     torch_pin = "torch==%s" % p["torch_version"].strip()
     index_url = p["index_url"].strip().split()
-    problems = tc.validate_request([torch_pin] + p["packages"], index_url=index_url[0] if index_url else None,
+    problems = torchcheck.validate_request([torch_pin] + p["packages"], index_url=index_url[0] if index_url else None,
                                    extra_args=index_url[1:],
                                    variant=None if requested == "auto" else requested)
     if len(index_url) > 1:
@@ -421,7 +423,7 @@ def main():
 
     try:
         selection = select(p)
-    except tc.CompatError as exc:
+    except torchparse.CompatError as exc:
         module.fail_json(msg="refused: %s" % exc, problems=[{"code": "no_compatible_wheel", "message": str(exc)}])
 
     if p["wheelhouse_files"] is not None:
@@ -434,7 +436,7 @@ def main():
                 % (selection["torch_version"], selection["variant"], plain, selection["local_version"],
                    selection["cuda_version"]))
     requirements = [selection["requirement"]] + list(p["packages"])
-    problems = tc.validate_request(requirements, variant=selection["variant"])
+    problems = torchcheck.validate_request(requirements, variant=selection["variant"])
     if p["wheelhouse_files"] is not None:
         problems += wheelhouse_problems(requirements, p["wheelhouse_files"])
         problems += wheelhouse_python_problems(selection["requirement"], p["wheelhouse_files"], p["python_version"],

@@ -16,7 +16,9 @@ import re
 
 from . import specs
 from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1", the same encoding as NVML's
-from .torchcompat import CUDA_VARIANTS, InvalidInput, first_covering, parse_driver
+from .torcharch import first_covering
+from .torchparse import InvalidInput, parse_driver
+from .torchtable import CUDA_VARIANTS
 
 REF = "shared/reference/cuda-failures-and-compat.md"
 DESIGN = "shared/DESIGN.md 'The doctor'"

@@ -9,7 +9,7 @@ Note on the issue text: Transformer Engine does not need 9.0. Its support matrix
 MXFP8 10.0 (Blackwell data centre).
 """
 
-from . import torchcompat
+from . import torcharch, torchcompat, torchparse, torchtable
 
 _CUDA_GUIDE = "CUDA C++ Programming Guide, compute capabilities / Tensor Core data types"
 _AMPERE = "NVIDIA A100 Tensor Core GPU Architecture whitepaper (TF32, BF16, 2:4 structured sparsity from Ampere)"
@@ -32,8 +32,8 @@ _CACHE = {}
 
 
 def _pinned_wheel():
-    series = torchcompat.parse_torch_version(PINNED_TORCH)["series"]
-    return torchcompat.wheel(series, PINNED_VARIANT)
+    series = torchparse.parse_torch_version(PINNED_TORCH)["series"]
+    return torchtable.wheel(series, PINNED_VARIANT)
 
 
 def for_cc(cc):
@@ -43,15 +43,15 @@ def for_cc(cc):
     if cached is not None:
         return cached
     try:
-        parsed = torchcompat.parse_cc(cc)
+        parsed = torchparse.parse_cc(cc)
     except Exception:
         result = {"status": "unknown", "reason": "compute capability %r not reported or unreadable" % (cc,)}
     else:
-        result = {"status": "ok", "compute_capability": "%d.%d" % parsed, "arch": torchcompat.arch_name(parsed)}
+        result = {"status": "ok", "compute_capability": "%d.%d" % parsed, "arch": torcharch.arch_name(parsed)}
         for f in FEATURES:
             result[f["key"]] = parsed >= f["min_cc"]
         w = _pinned_wheel()
-        cov = torchcompat.coverage(w, parsed) if w else ("unknown", None)
+        cov = torcharch.coverage(w, parsed) if w else ("unknown", None)
         wheel = "torch %s+%s" % (PINNED_TORCH, PINNED_VARIANT)
         if cov is None:
             result["pinned_wheel"] = {"wheel": wheel, "kernels": False, "how": None,

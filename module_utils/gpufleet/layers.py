@@ -33,7 +33,11 @@ HOST = {
     "nvml": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate",
     "nvsmi": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate (through nvml and facts)",
     "specs": "gpu_gate, and every module that reads nvml",
-    "torchcompat": "torch_variant, torch_target, gpu_doctor and gpu_gate (through doctor_rules)",
+    "torcharch": "GPU arches and kernel coverage: gpu_doctor, gpu_gate (through doctor_rules), torch_variant",
+    "torchcheck": "installed-torch and install-request checks: torch_variant",
+    "torchcompat": "the torch build chooser (solve): torch_variant, torch_target (through torchtarget)",
+    "torchparse": "torch/driver/CUDA version parsers: torch_variant, torch_target, gpu_doctor, gpu_gate",
+    "torchtable": "the torch/CUDA wheel table: torch_variant, torch_target, gpu_doctor, gpu_gate",
     "torchtarget": "torch_target",
 }
 

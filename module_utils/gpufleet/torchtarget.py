@@ -20,6 +20,7 @@ import os
 import re
 
 from . import torchcompat as tc
+from . import torchparse, torchtable
 
 MODES = ("auto", "gpufleet")
 # Where a system Python's pip command lands when pip was installed with pip (get-pip.py, as RunPod's images do:
@@ -153,15 +154,15 @@ def judge(version, cuda, driver_version, compute_capabilities, driver_policy="mi
     if variant == "cpu":
         return False, "torch %s is the CPU build: it runs no kernel on the GPU" % version
     try:
-        pin = tc.parse_torch_version(version.partition("+")[0])
-    except tc.InvalidInput:
+        pin = torchparse.parse_torch_version(version.partition("+")[0])
+    except torchparse.InvalidInput:
         return None, "torch %s is not a release the table can read" % version
-    if tc.release(pin["series"]) is None or tc.wheel(pin["series"], variant) is None:
+    if torchtable.release(pin["series"]) is None or torchtable.wheel(pin["series"], variant) is None:
         return None, "torch %s (%s) is not in the compatibility table: not judged" % (version, variant)
     try:
         tc.solve(driver_version or None, compute_capabilities, torch_version="%s+%s" % (pin["release"], variant),
                  requested_variant=variant, driver_policy=driver_policy)
-    except tc.CompatError as exc:
+    except torchparse.CompatError as exc:
         return False, "torch %s cannot run here: %s" % (version, exc)
     gpus = ", ".join(str(c) for c in compute_capabilities)
     return True, "torch %s runs compute capability %s on driver %s" % (version, gpus, driver_version)

@@ -11,7 +11,7 @@ import json
 import pathlib
 
 import yaml
-from gpufleet import cudatk, doctor, torchcompat
+from gpufleet import cudatk, doctor, torchcompat, torchparse
 from test_cudatk import link, local_toolkit
 from test_doctor import _torch, ev_arch, ev_wrong_variant, healthy, text
 
@@ -275,7 +275,7 @@ def torch_solved(handed, torch_version):
     """diagnose.yml's registered torch_variant result: the selection, or the module's failure with its reason."""
     try:
         return torch_pick(handed, torch_version)
-    except torchcompat.CompatError as exc:  # library/torch_variant.py fails the task with this text
+    except torchparse.CompatError as exc:  # library/torch_variant.py fails the task with this text
         return {"failed": True, "msg": str(exc)}
 
 

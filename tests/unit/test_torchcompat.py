@@ -3,33 +3,34 @@
 import re
 
 import pytest
+from gpufleet import torcharch, torchcheck, torchparse, torchtable
 from gpufleet import torchcompat as tc
 
 # ---- the table --------------------------------------------------------------------------------
 
 
 def test_every_row_has_a_source_and_known_fields():
-    for row in tc.RELEASES + tc.WHEELS + list(tc.CUDA_VARIANTS.values()):
+    for row in torchtable.RELEASES + torchtable.WHEELS + list(torchtable.CUDA_VARIANTS.values()):
         assert row["source"], row
         assert row["confidence"] in ("V", "S", "U"), row
-    series = [r["series"] for r in tc.RELEASES]
+    series = [r["series"] for r in torchtable.RELEASES]
     assert len(series) == len(set(series))
-    pairs = [(w["torch"], w["variant"]) for w in tc.WHEELS]
+    pairs = [(w["torch"], w["variant"]) for w in torchtable.WHEELS]
     assert len(pairs) == len(set(pairs))
-    for w in tc.WHEELS:
-        assert tc.release(w["torch"]) is not None
-        assert w["variant"] == "cpu" or w["variant"] in tc.CUDA_VARIANTS
+    for w in torchtable.WHEELS:
+        assert torchtable.release(w["torch"]) is not None
+        assert w["variant"] == "cpu" or w["variant"] in torchtable.CUDA_VARIANTS
     with pytest.raises(ValueError):
-        tc._wheel(torch="2.5", variant="cu121", colour="blue")
+        torchtable._wheel(torch="2.5", variant="cu121", colour="blue")
 
 
 def test_releases_2_1_to_2_9_are_covered_with_kernel_lists():
     for minor in range(1, 10):
         series = "2.%d" % minor
-        cuda = [w for w in tc.wheels_for(series) if w["variant"] != "cpu"]
+        cuda = [w for w in torchtable.wheels_for(series) if w["variant"] != "cpu"]
         assert cuda, series
         assert all(w["arches"] for w in cuda), series
-        assert tc.wheel(series, "cpu") is not None
+        assert torchtable.wheel(series, "cpu") is not None
 
 
 @pytest.mark.parametrize(("series", "variants"), [
@@ -42,12 +43,12 @@ def test_releases_2_1_to_2_9_are_covered_with_kernel_lists():
     ("2.9", {"cu126", "cu128", "cu130"}),
 ])
 def test_published_variants_follow_release_md(series, variants):
-    assert {w["variant"] for w in tc.wheels_for(series)} - {"cpu"} == variants
+    assert {w["variant"] for w in torchtable.wheels_for(series)} - {"cpu"} == variants
 
 
 def test_2_5_is_the_last_release_with_cu121_and_2_7_the_first_with_cu128():
-    with_121 = [r["series"] for r in tc.RELEASES if tc.wheel(r["series"], "cu121")]
-    with_128 = [r["series"] for r in tc.RELEASES if tc.wheel(r["series"], "cu128")]
+    with_121 = [r["series"] for r in torchtable.RELEASES if torchtable.wheel(r["series"], "cu121")]
+    with_128 = [r["series"] for r in torchtable.RELEASES if torchtable.wheel(r["series"], "cu128")]
     assert with_121[-1] == "2.5"
     assert with_128[0] == "2.7"
 
@@ -61,33 +62,34 @@ def test_2_5_is_the_last_release_with_cu121_and_2_7_the_first_with_cu128():
     ("cu130", "580.95.05", "580"),
 ])
 def test_driver_floors_per_cuda(variant, strict, minor):
-    row = tc.CUDA_VARIANTS[variant]
+    row = torchtable.CUDA_VARIANTS[variant]
     assert (row["strict_driver"], row["minor_floor"]) == (strict, minor)
 
 
 def test_cu121_wheels_have_no_blackwell_kernels_and_cu128_does():
-    w121 = tc.wheel("2.5", "cu121")
+    w121 = torchtable.wheel("2.5", "cu121")
     assert "sm_90" in w121["arches"] and not any(a in w121["arches"] for a in ("sm_100", "sm_120"))
-    assert tc.coverage(w121, (12, 0)) is None
-    assert tc.coverage(tc.wheel("2.7", "cu128"), (12, 0)) == ("sass", "sm_120")
-    assert tc.coverage(tc.wheel("2.7", "cu128"), (7, 0)) is None  # 2.7 cu128 starts at sm_75
+    assert torcharch.coverage(w121, (12, 0)) is None
+    assert torcharch.coverage(torchtable.wheel("2.7", "cu128"), (12, 0)) == ("sass", "sm_120")
+    assert torcharch.coverage(torchtable.wheel("2.7", "cu128"), (7, 0)) is None  # 2.7 cu128 starts at sm_75
 
 
 def test_coverage_rules():
-    w = tc.wheel("2.5", "cu121")
-    assert tc.coverage(w, (8, 9)) == ("sass", "sm_86")        # Ada runs sm_86 cubins
-    assert tc.coverage(w, (9, 0)) == ("sass", "sm_90")
-    assert tc.coverage(w, (3, 7)) is None
-    w129 = tc.wheel("2.8", "cu129")
-    assert tc.coverage(w129, (12, 1)) == ("sass", "sm_120")
-    assert tc.coverage(w129, (13, 0)) == ("ptx", "compute_120")
+    w = torchtable.wheel("2.5", "cu121")
+    assert torcharch.coverage(w, (8, 9)) == ("sass", "sm_86")        # Ada runs sm_86 cubins
+    assert torcharch.coverage(w, (9, 0)) == ("sass", "sm_90")
+    assert torcharch.coverage(w, (3, 7)) is None
+    w129 = torchtable.wheel("2.8", "cu129")
+    assert torcharch.coverage(w129, (12, 1)) == ("sass", "sm_120")
+    assert torcharch.coverage(w129, (13, 0)) == ("ptx", "compute_120")
     arch_specific = dict(w, arches=("sm_90a",))
-    assert tc.coverage(arch_specific, (9, 0)) == ("sass", "sm_90a")
-    assert tc.coverage(arch_specific, (9, 1)) is None
-    assert tc.coverage(tc.wheel("2.10", "cu128"), (12, 0)) == ("sass", "sm_120")
-    assert tc.coverage(dict(tc.wheel("2.10", "cu128"), arches=None), (12, 0)) == ("unknown", None)
-    assert tc.coverage(tc.wheel("2.14", "cu130"), (10, 3)) == ("sass", "sm_100")   # B300 runs the sm_100 code
-    assert tc.coverage(tc.wheel("2.5", "cpu"), (8, 0)) is None
+    assert torcharch.coverage(arch_specific, (9, 0)) == ("sass", "sm_90a")
+    assert torcharch.coverage(arch_specific, (9, 1)) is None
+    assert torcharch.coverage(torchtable.wheel("2.10", "cu128"), (12, 0)) == ("sass", "sm_120")
+    assert torcharch.coverage(dict(torchtable.wheel("2.10", "cu128"), arches=None), (12, 0)) == ("unknown", None)
+    # B300 runs the sm_100 code
+    assert torcharch.coverage(torchtable.wheel("2.14", "cu130"), (10, 3)) == ("sass", "sm_100")
+    assert torcharch.coverage(torchtable.wheel("2.5", "cpu"), (8, 0)) is None
 
 
 # ---- the solver across the matrix -------------------------------------------------------------
@@ -214,8 +216,8 @@ def test_ptx_only_coverage_needs_the_toolkit_driver():
 
 
 def test_a_row_without_an_arch_list_covers_no_gpu_and_says_so(monkeypatch):
-    rows = [dict(w, arches=None) if (w["torch"], w["variant"]) == ("2.12", "cu130") else w for w in tc.WHEELS]
-    monkeypatch.setattr(tc, "WHEELS", rows)
+    rows = [dict(w, arches=None) if (w["torch"], w["variant"]) == ("2.12", "cu130") else w for w in torchtable.WHEELS]
+    monkeypatch.setattr(torchtable, "WHEELS", rows)
     with pytest.raises(tc.NoCompatibleWheel, match="has no architecture list in the table, so it is treated as "
                                                    "covering no GPU"):
         tc.solve("580.95.05", ["9.0"], torch_version="2.12.0", requested_variant="cu130")
@@ -236,7 +238,7 @@ def test_experimental_python_warns():
     ({"driver_version": "535.129.03", "compute_capabilities": ["8.0"], "driver_policy": "lenient"}, "driver_policy"),
 ])
 def test_bad_input_is_refused(kw, fragment):
-    with pytest.raises(tc.InvalidInput, match=fragment):
+    with pytest.raises(torchparse.InvalidInput, match=fragment):
         tc.solve(**kw)
 
 
@@ -244,15 +246,17 @@ def test_bad_input_is_refused(kw, fragment):
     ("8.6", (8, 6)), (8.6, (8, 6)), ((9, 0), (9, 0)), ("12.0", (12, 0)), (12.0, (12, 0)), ("sm_120", (12, 0)),
 ])
 def test_parse_cc(given, expected):
-    assert tc.parse_cc(given) == expected
+    assert torchparse.parse_cc(given) == expected
 
 
 def test_parsers():
-    assert tc.parse_driver("535.129.03") == (535, 129, 3)
-    assert tc.parse_python("cp311") == (3, 11) and tc.parse_python("3.12.4") == (3, 12)
-    assert tc.parse_torch_version("2.5.1+cu121") == {"release": "2.5.1", "series": "2.5", "local": "cu121", "pre": ""}
-    assert tc.parse_torch_version("2.6.0.dev20241112+cu124")["local"] == "cu124"
-    assert tc.cuda_of("cu121") == "12.1" and tc.cuda_of("cu130") == "13.0" and tc.cuda_of("cpu") is None
+    assert torchparse.parse_driver("535.129.03") == (535, 129, 3)
+    assert torchparse.parse_python("cp311") == (3, 11) and torchparse.parse_python("3.12.4") == (3, 12)
+    assert torchparse.parse_torch_version("2.5.1+cu121") == {"release": "2.5.1", "series": "2.5", "local": "cu121",
+                                                             "pre": ""}
+    assert torchparse.parse_torch_version("2.6.0.dev20241112+cu124")["local"] == "cu124"
+    assert torchparse.cuda_of("cu121") == "12.1" and torchparse.cuda_of("cu130") == "13.0"
+    assert torchparse.cuda_of("cpu") is None
 
 
 # ---- check_label ------------------------------------------------------------------------------
@@ -278,7 +282,7 @@ def test_parsers():
     ("not a version", "cu121", {}, False, "is not of the form"),
 ])
 def test_check_label(version, expected, kw, ok, fragment):
-    got_ok, message = tc.check_label(version, expected, **kw)
+    got_ok, message = torchcheck.check_label(version, expected, **kw)
     assert got_ok is ok
     assert fragment in message
 
@@ -295,14 +299,14 @@ def codes(problems):
 def test_a_clean_request_has_no_problems():
     reqs = ["torch==2.5.1+cu121", "torchvision==0.20.1+cu121", "torchaudio==2.5.1", "numpy==1.26.4",
             "# a comment", "", "pytz==2024.1"]
-    assert tc.validate_request(reqs, GOOD_INDEX, ["--require-hashes", "--only-binary", ":all:"]) == []
-    assert tc.validate_request(["torch==2.5.1 --hash=sha256:" + "0" * 64], GOOD_INDEX, None) == []
+    assert torchcheck.validate_request(reqs, GOOD_INDEX, ["--require-hashes", "--only-binary", ":all:"]) == []
+    assert torchcheck.validate_request(["torch==2.5.1 --hash=sha256:" + "0" * 64], GOOD_INDEX, None) == []
 
 
 @pytest.mark.parametrize("req", ["torch", "torch>=2.5", "torch==2.*", "torch~=2.5.1", "torch===2.5.1",
                                  "torch==2", "torch==latest", "git+https://github.com/pytorch/pytorch"])
 def test_unpinned_requirements_are_refused(req):
-    problems = tc.validate_request([req], GOOD_INDEX, [])
+    problems = torchcheck.validate_request([req], GOOD_INDEX, [])
     assert codes(problems) == ["unpinned"]
     assert "is not pinned exactly: write name==X.Y.Z[+local]" in problems[0]["message"]
 
@@ -314,7 +318,7 @@ def test_unpinned_requirements_are_refused(req):
     (["--extra-index-url https://download.pytorch.org/whl/cu121", "torch==2.5.1"], []),
 ])
 def test_extra_index_url_is_refused_anywhere(reqs, args):
-    problems = tc.validate_request(reqs, GOOD_INDEX, args)
+    problems = torchcheck.validate_request(reqs, GOOD_INDEX, args)
     assert codes(problems) == ["extra_index_url"]
     assert "torchtriton" in problems[0]["message"] and "--index-url" in problems[0]["message"]
 
@@ -325,26 +329,27 @@ def test_extra_index_url_is_refused_anywhere(reqs, args):
     (GOOD_INDEX, ["--index-url=ftp://mirror.local/simple"]),
 ])
 def test_non_https_index_is_refused(index, args):
-    problems = tc.validate_request(["torch==2.5.1+cu121"], index, args)
+    problems = torchcheck.validate_request(["torch==2.5.1+cu121"], index, args)
     assert codes(problems) == ["insecure_index"]
     assert "is not https" in problems[0]["message"]
 
 
 def test_trusted_host_is_refused():
-    assert codes(tc.validate_request(["torch==2.5.1"], GOOD_INDEX, ["--trusted-host", "x"])) == ["trusted_host"]
+    assert codes(torchcheck.validate_request(["torch==2.5.1"], GOOD_INDEX, ["--trusted-host", "x"])) == ["trusted_host"]
 
 
 def test_label_contradicting_the_variant_is_refused():
-    problems = tc.validate_request(["torch==2.5.1+cu118", "torchvision==0.20.1+cu121"], GOOD_INDEX, [])
+    problems = torchcheck.validate_request(["torch==2.5.1+cu118", "torchvision==0.20.1+cu121"], GOOD_INDEX, [])
     assert codes(problems) == ["label_mismatch"]
     assert "carries +cu118 but the variant is cu121" in problems[0]["message"]
     # an explicit variant wins over the index URL (a mirror with another path)
-    problems = tc.validate_request(["torch==2.5.1+cu121"], "https://mirror.local/simple", [], variant="cpu")
+    problems = torchcheck.validate_request(["torch==2.5.1+cu121"], "https://mirror.local/simple", [], variant="cpu")
     assert codes(problems) == ["label_mismatch"]
 
 
 def test_several_problems_are_all_reported():
-    problems = tc.validate_request(["torch", "torch==2.5.1+cu118"], "http://x/whl/cu121", ["--extra-index-url", "y"])
+    problems = torchcheck.validate_request(["torch", "torch==2.5.1+cu118"], "http://x/whl/cu121",
+                                           ["--extra-index-url", "y"])
     assert sorted(codes(problems)) == ["extra_index_url", "insecure_index", "label_mismatch", "unpinned"]
     assert all(re.search(r"\w", p["message"]) for p in problems)
 

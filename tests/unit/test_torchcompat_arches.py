@@ -4,24 +4,26 @@ map with the GPU's compute capability in the choice, and refusals that name a bu
 import re
 
 import pytest
+from gpufleet import torcharch, torchparse, torchtable
 from gpufleet import torchcompat as tc
 
 # ---- every row carries its arch list, from its source ----------------------------------------
 
 
 def test_every_cuda_row_carries_its_arch_list():
-    missing = [(w["torch"], w["variant"]) for w in tc.WHEELS if w["variant"] != "cpu" and not w["arches"]]
+    missing = [(w["torch"], w["variant"]) for w in torchtable.WHEELS if w["variant"] != "cpu" and not w["arches"]]
     assert missing == []
-    for w in tc.WHEELS:
+    for w in torchtable.WHEELS:
         assert all(re.match(r"^sm_\d+a?$", a) for a in w["arches"]), w
         assert all(re.match(r"^compute_\d+$", p) for p in w["ptx"]), w
 
 
 def test_sources_cite_the_original_not_the_shared_reference():
-    rows = tc.RELEASES + tc.WHEELS + list(tc.CUDA_VARIANTS.values()) + tc.GPU_DRIVER_FLOORS
+    rows = (torchtable.RELEASES + torchtable.WHEELS + list(torchtable.CUDA_VARIANTS.values())
+            + torcharch.GPU_DRIVER_FLOORS)
     for row in rows:
         assert row["source"] and "shared/reference" not in row["source"] and "section 3." not in row["source"], row
-    for w in tc.WHEELS:
+    for w in torchtable.WHEELS:
         if w["variant"] != "cpu" and w["torch"] in ("2.10", "2.11", "2.12", "2.13", "2.14"):
             assert "github.com/pytorch/pytorch" in w["source"] or "build_cuda.sh" in w["source"], w
 
@@ -46,17 +48,17 @@ _13_X = ("75", "80", "86", "90", "100", "120")
     ("2.14", "cu132", _13_X, ("compute_120",)),
 ])
 def test_arch_lists_of_2_10_to_2_14(series, variant, ccs, ptx):
-    w = tc.wheel(series, variant)
+    w = torchtable.wheel(series, variant)
     assert w["arches"] == tuple("sm_" + c for c in ccs)
     assert w["ptx"] == ptx
 
 
 def test_12_8_builds_drop_and_regain_volta_as_build_cuda_sh_says():
     # 2.7 cu128 starts at sm_75; 2.8-2.10 carry sm_70 (pytorch issue 157517); 2.11 drops it again; 2.12 has no cu128
-    with_70 = [r["series"] for r in tc.RELEASES if tc.wheel(r["series"], "cu128") and
-               "sm_70" in tc.wheel(r["series"], "cu128")["arches"]]
+    with_70 = [r["series"] for r in torchtable.RELEASES if torchtable.wheel(r["series"], "cu128") and
+               "sm_70" in torchtable.wheel(r["series"], "cu128")["arches"]]
     assert with_70 == ["2.8", "2.9", "2.10"]
-    assert [r["series"] for r in tc.RELEASES if tc.wheel(r["series"], "cu128")][-1] == "2.11"
+    assert [r["series"] for r in torchtable.RELEASES if torchtable.wheel(r["series"], "cu128")][-1] == "2.11"
 
 
 # ---- the issue's four rows ------------------------------------------------------------------------
@@ -149,12 +151,12 @@ def test_matrix_for_2_14_1(cc, driver, expected):
 ])
 def test_field_map_on_2_11(driver, variant):
     assert tc.solve(driver, ["9.0"], torch_version="2.11.0")["variant"] == variant
-    blackwell_ok = tc.parse_driver(driver) >= tc.parse_driver(D570)
+    blackwell_ok = torchparse.parse_driver(driver) >= torchparse.parse_driver(D570)
     assert tc.solve(driver, ["12.0"] if blackwell_ok else ["8.6"], torch_version="2.11.0")["variant"] == variant
 
 
 def test_rank_variants_puts_stable_and_the_driver_s_own_cuda_first():
-    drv = tc.parse_driver
+    drv = torchparse.parse_driver
     assert tc.rank_variants("2.11", drv(D550)) == ["cu126", "cu128", "cu130"]
     assert tc.rank_variants("2.11", drv(D575)) == ["cu128", "cu126", "cu130"]
     assert tc.rank_variants("2.11", drv(D590)) == ["cu130", "cu128", "cu126"]

@@ -126,10 +126,10 @@ backends = _types.SimpleNamespace(cudnn=_types.SimpleNamespace(
 
 def arch_list(version):
     """The arch list of a build ("2.7.1+cu126") from torchcompat's wheel table (sm and PTX entries), or None."""
-    from gpufleet import torchcompat
+    from gpufleet import torchtable
 
     m = re.match(r"^(\d+\.\d+)\.\d+\+(cu\d+)$", version)
-    row = torchcompat.wheel(m.group(1), m.group(2)) if m else None
+    row = torchtable.wheel(m.group(1), m.group(2)) if m else None
     return list(row["arches"]) + list(row["ptx"]) if row and row["arches"] is not None else None
 
 
