@@ -16,12 +16,13 @@ Every value in the input may be missing or null; nothing here raises on partial 
 
 The package, one concern per file (docs/report.md has the picture):
 
-    _common.py          constants (statuses, actions, file names, CSV columns) and value helpers
+    _common.py          constants (statuses, actions, file names) and value helpers
     load.py             reading result files, bundles, host lists
     model.py            one host row and its GPU rows from one result; the host's action and verdict
     findings.py         evidence in, findings out: one function per source (run, facts, health, gate, ...)
     summary.py          summarize / summarize_folder: totals, bad hosts, drift, history, one_line
     cells.py            table cells shared by the Markdown and HTML reports (plain text)
+    columns.py          the GPU columns as data: fleet.csv's GPU part and the GPU tables' headers and cells
     pictures.py         the numbers behind the page's SVG pictures
     render_json.py      fleet.json          render_csv.py   fleet.csv
     render_markdown.py  fleet.md (templates/report.md.j2, explicit ``md`` escaping filter)
@@ -31,11 +32,12 @@ The package, one concern per file (docs/report.md has the picture):
     parallel.py         the speed work: GC pause, forked workers, chunking
     write.py            write_all
 
-To add a column: to fleet.json, add the key to the host or GPU row in model.py (and to
-docs/schema/fleet.schema.json); to fleet.csv, add it to ``CSV_COLUMNS`` in _common.py and its value in
-render_csv.py; to the HTML or Markdown host/GPU table, add the header to the header list and the cell to the row
-function (render_html.py / render_markdown.py, GPU cells in cells.py ``_gpu_cells``). The templates loop over
-the cells, so they need no edit. Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
+To add a GPU column: one row in columns.py ``GPU_COLUMNS`` (key, label, formats, cell) gives fleet.csv, fleet.html
+and fleet.md their header and cells; a new value also needs its key in the GPU row (model.py) and in
+docs/schema/fleet.schema.json. To add a host column: to fleet.json, the key in model.py's host row (and the schema);
+to fleet.csv, columns.py ``CSV_HOST`` and render_csv.py; to the HTML or Markdown host table, the header list and the
+row function (render_html.py / render_markdown.py). The templates loop over the cells, so they need no edit.
+Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
 """
 
 from ..judgement import KEEP as VERDICT_KEEP  # noqa: F401
@@ -51,7 +53,6 @@ from ._common import (  # noqa: F401 - the package's public names
     CHECK_MODE_BANNER,
     CHECK_MODE_NOTE,
     CHECK_STATUSES,
-    CSV_COLUMNS,
     FACTS_TIME_SOURCES,
     NO_GPU_CODES,
     NOT_REACHED,
@@ -62,6 +63,7 @@ from ._common import (  # noqa: F401 - the package's public names
     ReportInputError,
 )
 from .cells import CHECKLIST_ROWS, _checklist_hosts  # noqa: F401
+from .columns import CSV_COLUMNS, GPU_COLUMNS  # noqa: F401
 from .findings import finding_text as _finding_text  # noqa: F401
 from .jinja_env import ReportTemplateError  # noqa: F401
 from .load import iter_results, load_results, read_hosts_file, split_bundle  # noqa: F401

@@ -53,22 +53,10 @@ OUTPUT_FILES = {
     "prometheus": "gpufleet.prom",
 }
 
-CSV_COLUMNS = (
-    "host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
-    "cuda_driver_version", "facts_read_at", "facts_read_at_source", "gpu_index", "name", "uuid", "serial",
-    "pci_bus_id", "memory_total_mib", "memory_used_mib", "compute_capability", "pcie_gen_current", "pcie_gen_max",
-    "pcie_width_current", "pcie_width_max", "temperature_c", "power_draw_w", "power_limit_w", "throttle_reasons",
-    "persistence_mode", "mig_mode", "ecc_mode", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
-    "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "retired_pages_pending", "remapped_rows_uncorrectable",
-    "remapped_rows_pending", "remapped_rows_failure", "nvlink_active", "nvlink_total", "lost", "spec_key",
-    "peak_bf16_tflops", "features", "findings", "gate", "gate_passed", "host_reasons", "verdict",
-)
 # The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels; the last item
 # is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
 CHECK_ITEMS = _audit.ITEMS + (_history.CHECK_ITEM,)
 CHECK_STATUSES = _audit.STATUSES
-# One status column per checklist item, after host_reasons (the texts are in fleet.json, .md, .html).
-CSV_COLUMNS += tuple("check_" + key for key, _unused in CHECK_ITEMS)
 
 
 class ReportInputError(Exception):

@@ -1,8 +1,8 @@
 """Table cells shared by the Markdown and HTML reports: plain text from the host and GPU rows.
 
-To add a column to a table: add its header to the header list here (or in the renderer's ``*_HEADERS``)
-and its text to the row function next to it (``gpu_cells``, ``host_cells``, ...); both templates
-(templates/report.html.j2, templates/report.md.j2) loop over those lists, so neither needs an edit.
+A GPU column is one row of columns.GPU_COLUMNS (its cell made from the helpers here). To add a column to another
+table: add its header to the header list here (or in the renderer's ``*_HEADERS``) and its text to the row function
+next to it; both templates (templates/report.html.j2, templates/report.md.j2) loop over those lists.
 Cells are plain text: each template escapes them for its format.
 """
 
@@ -70,24 +70,6 @@ def _gate_cells(row, tests):
 
 def _driver_text(h):
     return "%s / %s" % (_text(h["driver_version"]) or "?", _text(h["cuda_driver_version"]) or "?")
-
-
-def _gpu_cells(h, g, tests, driver=None):
-    name = _text(g["name"]) or "unknown GPU"
-    if g["lost"]:
-        name += " (LOST)"
-    return [
-        _text(g["index"]), name, _fmt_mem(g["memory_total_mib"]), _text(g["compute_capability"]),
-        _driver_text(h) if driver is None else driver,
-        _pair(g["pcie_gen_current"], g["pcie_gen_max"], "gen "),
-        _pair(g["pcie_width_current"], g["pcie_width_max"], "x"),
-        "" if g["temperature_c"] is None else "%s C" % _text(g["temperature_c"]), _power(g),
-        ", ".join(g["throttle_reasons"]), _ecc(g), _text(g.get("features")), "; ".join(g["findings"]),
-    ] + _gate_cells(g, tests)
-
-
-_GPU_HEADERS = ["GPU", "model", "memory", "CC", "driver / CUDA", "PCIe gen cur/max", "PCIe width cur/max",
-                "temp", "power/limit", "throttle", "ECC", "features (pinned torch wheel)", "health findings"]
 
 
 # --------------------------------------------------------------------------- checklist (shared)

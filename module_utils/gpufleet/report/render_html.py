@@ -9,6 +9,7 @@ import base64
 import hashlib
 
 from . import cells as _cells
+from . import columns as _columns
 from . import pictures as _pictures
 from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
 from .jinja_env import get_template, trusted
@@ -105,18 +106,20 @@ def _gpu_pick(s):
 
 def _gpu_rows(pick, tests):
     """Per GPU: (host, simulated, status, [(css class or None, text)])."""
-    n_fixed = len(_cells._GPU_HEADERS)
+    css = _columns.page_css(_columns.HTML)
+    n_fixed = len(css)
+    gpu_cells = _columns.page_cells(_columns.HTML)
     driver_of = {}
     for h, g in pick:
         key = id(h)
         if key not in driver_of:
             driver_of = {key: _cells._driver_text(h)}
         cells = []
-        for i, c in enumerate(_cells._gpu_cells(h, g, tests, driver_of[key])):
+        for i, c in enumerate(gpu_cells(h, g, tests, driver_of[key])):
             if i >= n_fixed:
                 cls = "fail" if c.endswith("FAIL") else ("pass" if c.endswith("pass") else None)
             else:
-                cls = "fail" if i == 1 and g["lost"] else None
+                cls = css[i](g) if css[i] else None
             cells.append((cls, c))
         yield h["host"], h["simulated"], h["status"], cells
 
@@ -152,7 +155,7 @@ def context(data):
         "host_rows": _host_rows(s["hosts"]),
         "check_rows": _checklist_rows(listed),
         "gpu_total": gpu_total, "gpu_listed": len(pick),
-        "gpu_headers": ["host", "status"] + _cells._GPU_HEADERS + ["gate: %s" % x for x in tests],
+        "gpu_headers": ["host", "status"] + _columns.page_headers(_columns.HTML) + ["gate: %s" % x for x in tests],
         "gpu_rows": _gpu_rows(pick, tests),
         "doctor_headers": DOCTOR_HEADERS,
         "doctors": [(h["host"], f.get("code"), f.get("severity"),

@@ -2,6 +2,7 @@
 filter, jinja_env.py). Python gives the template rows of plain values; the template escapes and lays them out."""
 
 from . import cells as _cells
+from . import columns as _columns
 from ._common import CHECK_ITEMS
 from .jinja_env import get_template
 from .model import facts_time_text
@@ -23,11 +24,12 @@ def _host_rows(hosts):
 
 
 def _gpu_rows(hosts, tests):
+    cells = _columns.page_cells(_columns.MD)
     for h in hosts:
         if h["gpus"]:
             driver = _cells._driver_text(h)
             for g in h["gpus"]:
-                yield [h["host"]] + _cells._gpu_cells(h, g, tests, driver)
+                yield [h["host"]] + cells(h, g, tests, driver)
 
 
 def _checklist_rows(listed):
@@ -48,7 +50,8 @@ def context(data):
                       "; ".join(b["reasons"])] for b in s["bad_hosts"]],
         "host_headers": HOST_HEADERS, "host_rows": _host_rows(s["hosts"]),
         "check_rows": _checklist_rows(listed),
-        "gpu_headers": (["host"] + _cells._GPU_HEADERS + ["gate %s" % t for t in tests]) if has_gpus else None,
+        "gpu_headers": (["host"] + _columns.page_headers(_columns.MD) + ["gate %s" % t for t in tests]
+                        if has_gpus else None),
         "gpu_rows": _gpu_rows(s["hosts"], tests),
     })
 
