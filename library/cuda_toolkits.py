@@ -192,7 +192,7 @@ import site
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import cudatk
+from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread
 from ansible.module_utils.gpufleet import facts as gpufacts
 
 try:
@@ -258,13 +258,13 @@ def main():
     root = os.path.abspath(p["root"])
     site_packages = p["site_packages"]
     if site_packages is None:
-        site_packages = cudatk.default_site_packages(_own_site_dirs())
+        site_packages = cudafind.default_site_packages(_own_site_dirs())
     run = _command_runner(module)
     driver_cuda, driver_source = p["driver_cuda_version"] or None, "given"
     if not driver_cuda:
         driver_cuda, driver_source = driver_cuda_version(module)
-    facts = cudatk.collect(
-        cudatk.HostFS(root),
+    facts = cudalayout.collect(
+        cudaread.HostFS(root),
         site_packages=site_packages,
         run=run if root == "/" else None,
         run_ldconfig=p["run_ldconfig"],

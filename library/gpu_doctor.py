@@ -190,7 +190,7 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import cudatk, doctor_probe
+from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread, doctor_probe
 from ansible.module_utils.gpufleet import facts as gpufacts
 
 try:
@@ -219,7 +219,7 @@ def _runner(module, default_timeout):
 
 def _site_packages(python):
     venv = os.path.dirname(os.path.dirname(python or ""))
-    return cudatk.default_site_packages([os.path.join(venv, "lib", "python3*", "site-packages")])
+    return cudafind.default_site_packages([os.path.join(venv, "lib", "python3*", "site-packages")])
 
 
 def main():
@@ -259,9 +259,9 @@ def main():
         renter = doctor_probe.nvml_renter_evidence(pynvml, host, p["sample_interval"])
         kernel_log = doctor_probe.read_kernel_log(host) if p["kernel_log"] else None
         nvml = doctor_probe.nvml_evidence(gpu)
-        tk = cudatk.collect(cudatk.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
-                            environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
-                            pinned=p["cuda_pinned_version"] or None, driver_cuda=nvml.get("cuda_driver_version"))
+        tk = cudalayout.collect(cudaread.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
+                                environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
+                                pinned=p["cuda_pinned_version"] or None, driver_cuda=nvml.get("cuda_driver_version"))
         evidence = doctor_probe.gather(host, python=p["python"], gpu_facts=gpu, kernel_log=kernel_log,
                                        cudatk_facts=tk, expected_gpu_count=p["expected_gpu_count"],
                                        gpu_expected=p["gpu_expected"], timeout=p["timeout"], device_nodes=nodes,

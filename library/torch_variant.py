@@ -405,8 +405,8 @@ def main():
     torch_pin = "torch==%s" % p["torch_version"].strip()
     index_url = p["index_url"].strip().split()
     problems = torchcheck.validate_request([torch_pin] + p["packages"], index_url=index_url[0] if index_url else None,
-                                   extra_args=index_url[1:],
-                                   variant=None if requested == "auto" else requested)
+                                           extra_args=index_url[1:],
+                                           variant=None if requested == "auto" else requested)
     if len(index_url) > 1:
         problems.append({"code": "bad_index", "item": p["index_url"],
                          "message": "index URL %r must be one URL, without pip options" % p["index_url"]})

@@ -21,7 +21,11 @@ Each entry says who ships or uses it. Nothing imports this file: it is data for 
 HOST = {
     "__init__": "the package: in every payload",
     "ctk": "ctk_config, ctk_packages (the audit reads its checks too)",
-    "cudatk": "cuda_toolkits, gpu_doctor, gpu_gate (through doctor)",
+    "cudafind": "finding the CUDA toolkits: cuda_toolkits, gpu_doctor (through cudalayout)",
+    "cudalayout": "the CUDA layout report (collect): cuda_toolkits, gpu_doctor",
+    "cudalinks": "the /usr/local/cuda link, loader and LD_LIBRARY_PATH probes: cuda_toolkits, gpu_doctor",
+    "cudaread": "HostFS and the CUDA text parsers: cuda_toolkits, gpu_doctor",
+    "cudatk": "CUDA layout paths and the toolkit choice: cuda_toolkits, gpu_doctor, gpu_gate (through doctor)",
     "doctor": "gpu_doctor (through doctor_probe), gpu_gate",
     "doctor_probe": "gpu_doctor",
     "doctor_rules": "gpu_doctor, gpu_gate (through doctor)",

@@ -287,7 +287,7 @@ def solve(driver_version, compute_capabilities, torch_version=None, python_versi
         if release(pin["series"]) is None:
             raise NoCompatibleWheel("torch %s is not in the compatibility table (%s to %s): add its row to "
                                     "gpufleet/torchtable.py first" % (pin["release"], RELEASES[0]["series"],
-                                                                       RELEASES[-1]["series"]))
+                                                                      RELEASES[-1]["series"]))
         pinned_series = pin["series"]
         pinned_release = pin["release"] + pin["pre"] if len(pin["release"].split(".")) > 2 else None
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import cudatk
+from gpufleet import cudalayout, cudaread
 
 from tests import fakenvml
 from tests.unit.test_cudatk import link, local_toolkit, pip_runtime, two_toolkits_wrong_link, write
@@ -128,14 +128,14 @@ def test_module_and_doctor_choose_the_same_toolkit_from_the_driver(tmp_path):
     assert (got["driver_cuda_version"], got["driver_cuda_version_source"]) == ("12.0", "nvml")
     assert got["chosen"]["root"] == "/usr/local/cuda-11.8" and got["chosen"]["rule"] == "driver_compatible"
     # The doctor's side, as library/gpu_doctor.py runs it: gpu_facts under the same driver, its CUDA version
-    # into cudatk.collect (in a subprocess: pynvml keeps the library it loaded for the life of a process).
+    # into cudalayout.collect (in a subprocess: pynvml keeps the library it loaded for the life of a process).
     probe = ("import json, pynvml; from gpufleet import facts; "
              "print(json.dumps(facts.gpu_facts(pynvml, lambda: None)['cuda_driver_version']))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
                           env={**os.environ, **env, "PYTHONPATH": str(ROOT / "module_utils")})
     driver_cuda = json.loads(proc.stdout)
     assert driver_cuda == "12.0"
-    doctor_side = cudatk.collect(cudatk.HostFS(str(host)), run_ldconfig=False, driver_cuda=driver_cuda)
+    doctor_side = cudalayout.collect(cudaread.HostFS(str(host)), run_ldconfig=False, driver_cuda=driver_cuda)
     assert doctor_side["chosen"]["root"] == got["chosen"]["root"]
 
 

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpufleet import cudatk
+from gpufleet import cudafind, cudalayout, cudalinks, cudaread, cudatk
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 
@@ -102,7 +102,7 @@ def cuda_conf(root):
 
 
 def collect(root, **kw):
-    return cudatk.collect(cudatk.HostFS(str(root)), **kw)
+    return cudalayout.collect(cudaread.HostFS(str(root)), **kw)
 
 
 def codes(facts):
@@ -117,7 +117,7 @@ def by_kind(facts, kind):
 
 def test_hostfs_resolves_absolute_links_inside_root(tmp_path):
     two_toolkits_wrong_link(tmp_path)
-    fs = cudatk.HostFS(str(tmp_path))
+    fs = cudaread.HostFS(str(tmp_path))
     assert fs.realpath("/usr/local/cuda") == "/usr/local/cuda-11.8"
     assert fs.realpath("/usr/local/cuda/lib64/libcudart.so.11.0") == \
         "/usr/local/cuda-11.8/targets/x86_64-linux/lib/libcudart.so.11.8.89"
@@ -134,14 +134,14 @@ def test_hostfs_link_loop_and_dangling(tmp_path):
     link(tmp_path, "/a", "/b")
     link(tmp_path, "/b", "/a")
     link(tmp_path, "/usr/local/cuda", "/usr/local/cuda-12.1")
-    fs = cudatk.HostFS(str(tmp_path))
+    fs = cudaread.HostFS(str(tmp_path))
     assert fs.realpath("/a") is None and not fs.exists("/a") and fs.lexists("/a")
     assert fs.realpath("/usr/local/cuda") == "/usr/local/cuda-12.1"
     assert fs.is_link("/usr/local/cuda") and not fs.exists("/usr/local/cuda")
 
 
 def test_hostfs_root_slash_maps_to_itself():
-    fs = cudatk.HostFS("/")
+    fs = cudaread.HostFS("/")
     assert fs.host_to_os("/etc/environment") == "/etc/environment"
     assert fs.realpath("/") == "/"
 
@@ -151,16 +151,16 @@ def test_hostfs_root_slash_maps_to_itself():
 @pytest.mark.parametrize("path", sorted(FIX.glob("nvcc-version_*.txt")), ids=lambda p: p.name)
 def test_parse_nvcc_version_recorded(path):
     expected = re.match(r"nvcc-version_(\d+\.\d+\.\d+)_", path.name).group(1)
-    parsed = cudatk.parse_nvcc_version(path.read_text())
+    parsed = cudaread.parse_nvcc_version(path.read_text())
     assert parsed["version"] == expected
     assert parsed["release"] == cudatk.major_minor(expected)
 
 
 def test_parse_version_json_windows_fixture():
     # real version.json of a CUDA 12.8.2 install: "cuda" is the SDK; cuda_cudart 12.8.90 is not the toolkit
-    assert cudatk.parse_version_json((FIX / "cuda-12.8.2_windows_version.json").read_text()) == "12.8.2"
-    assert cudatk.parse_version_json("{not json") is None
-    assert cudatk.parse_version_json('{"cuda_cudart": {"version": "12.8.90"}}') is None
+    assert cudaread.parse_version_json((FIX / "cuda-12.8.2_windows_version.json").read_text()) == "12.8.2"
+    assert cudaread.parse_version_json("{not json") is None
+    assert cudaread.parse_version_json('{"cuda_cudart": {"version": "12.8.90"}}') is None
 
 
 def test_version_json_fixture_in_tree(tmp_path):
@@ -173,23 +173,23 @@ def test_version_json_fixture_in_tree(tmp_path):
 
 
 def test_parse_ldconfig_p_recorded_fixture():
-    entries = cudatk.parse_ldconfig_p((FIX / "ldconfig-p-grep-cuda_cuda-12.0_Netflix-vmaf-1176.txt").read_text())
+    entries = cudaread.parse_ldconfig_p((FIX / "ldconfig-p-grep-cuda_cuda-12.0_Netflix-vmaf-1176.txt").read_text())
     assert len(entries) == 13  # the "ldconfig -p | grep cuda" prompt line is not an entry
     nvrtc = [e for e in entries if e["soname"] == "libnvrtc.so.12"][0]
     assert nvrtc == {"soname": "libnvrtc.so.12", "arch": "libc6,x86-64",
                      "path": "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.12"}
-    assert cudatk._libcudart_map(entries) == {}
+    assert cudalinks._libcudart_map(entries) == {}
 
 
 def test_parse_ldconfig_links_recorded_fixture():
-    links = cudatk.parse_ldconfig_links(
+    links = cudaread.parse_ldconfig_links(
         (FIX / "neuropoly_nvverify_cuda-toolkit-ldconfig-links_510.73.05.txt").read_text())
     assert links["libcudart.so.11.0"] == "libcudart.so.11.5.117"
     assert links["libcuda.so.1"] == "libcuda.so.510.73.05"
     # Ubuntu's libcudart11.0 package: the soname says 11.0, the file says 11.5
-    assert cudatk.libcudart_version("libcudart.so.11.0") == "11"
-    assert cudatk.libcudart_version(links["libcudart.so.11.0"]) == "11.5.117"
-    assert cudatk.major_minor(cudatk.libcudart_version(links["libcudart.so.11.0"])) == "11.5"
+    assert cudaread.libcudart_version("libcudart.so.11.0") == "11"
+    assert cudaread.libcudart_version(links["libcudart.so.11.0"]) == "11.5.117"
+    assert cudatk.major_minor(cudaread.libcudart_version(links["libcudart.so.11.0"])) == "11.5"
 
 
 @pytest.mark.skipif(not (shutil.which("ldconfig") or os.path.exists("/sbin/ldconfig")), reason="no ldconfig")
@@ -197,7 +197,7 @@ def test_parse_ldconfig_p_of_this_machine():
     exe = shutil.which("ldconfig") or "/sbin/ldconfig"
     out = subprocess.run([exe, "-p"], capture_output=True, text=True, check=True).stdout
     header = re.match(r"(\d+) libs found", out)
-    entries = cudatk.parse_ldconfig_p(out)
+    entries = cudaread.parse_ldconfig_p(out)
     assert header and len(entries) == int(header.group(1))
     assert all(e["path"].startswith("/") and ".so" in e["soname"] for e in entries)
 
@@ -371,7 +371,7 @@ def test_debian_version_txt_wins_and_nvcc_runner_fallback(tmp_path):
 def test_pip_runtime_cu12_only(tmp_path):
     site = "/opt/gpufleet/venv/lib/python3.11/site-packages"
     pip_runtime(tmp_path, site, "12.4.127")
-    facts = collect(tmp_path, site_packages=cudatk.default_site_packages(["/usr/lib/python3/dist-packages"]))
+    facts = collect(tmp_path, site_packages=cudafind.default_site_packages(["/usr/lib/python3/dist-packages"]))
     [tk] = facts["toolkits"]
     assert tk["kind"] == "pip" and tk["version"] == "12.4.127" and tk["major_minor"] == "12.4"
     assert tk["source_of_version"] == "METADATA" and tk["nvcc"] is None
@@ -529,11 +529,11 @@ def test_choose_target_prefers_local_over_debian_and_ignores_pip():
 def test_parse_dpkg_alternatives_with_slaves():
     text = ("auto\n/usr/local/cuda\ncuda-bin\n/usr/local/bin/cuda-bin\n\n"
             "/usr/local/cuda-12.4\n124\n/usr/local/cuda-12.4/bin\n/usr/local/cuda-11.8\n118\n\n\n")
-    alt = cudatk.parse_dpkg_alternatives(text)
+    alt = cudaread.parse_dpkg_alternatives(text)
     assert alt["mode"] == "auto" and alt["slaves"] == [{"name": "cuda-bin", "link": "/usr/local/bin/cuda-bin"}]
     assert alt["alternatives"] == [{"path": "/usr/local/cuda-12.4", "priority": 124},
                                    {"path": "/usr/local/cuda-11.8", "priority": 118}]
-    assert cudatk.parse_dpkg_alternatives("") is None
+    assert cudaread.parse_dpkg_alternatives("") is None
 
 
 @pytest.mark.parametrize("line, value", [
@@ -543,12 +543,12 @@ def test_parse_dpkg_alternatives_with_slaves():
     ("declare -x LD_LIBRARY_PATH=/x;", "/x"),
 ])
 def test_parse_ld_library_path_assignments(line, value):
-    assert cudatk.parse_ld_library_path_assignments(line) == [(1, value)]
+    assert cudaread.parse_ld_library_path_assignments(line) == [(1, value)]
 
 
 def test_parse_ld_library_path_ignores_other_lines():
     text = "# LD_LIBRARY_PATH=/no\nMY_LD_LIBRARY_PATH=/no\necho $LD_LIBRARY_PATH\n"
-    assert cudatk.parse_ld_library_path_assignments(text) == []
+    assert cudaread.parse_ld_library_path_assignments(text) == []
 
 
 def test_ld_so_conf_d_two_toolkits_of_one_major_clash(tmp_path):

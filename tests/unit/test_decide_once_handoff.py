@@ -11,7 +11,7 @@ import json
 import pathlib
 
 import yaml
-from gpufleet import cudatk, doctor, torchcompat, torchparse
+from gpufleet import cudalayout, cudaread, cudatk, doctor, torchcompat, torchparse
 from test_cudatk import link, local_toolkit
 from test_doctor import _torch, ev_arch, ev_wrong_variant, healthy, text
 
@@ -32,7 +32,7 @@ def host_11_8_and_12_1(tmp_path, link_to="/usr/local/cuda-12.1"):
 
 
 def layout(root, **kw):
-    return cudatk.collect(cudatk.HostFS(str(root)), run_ldconfig=False, **kw)
+    return cudalayout.collect(cudaread.HostFS(str(root)), run_ldconfig=False, **kw)
 
 
 def examine(ev):
@@ -43,7 +43,7 @@ def examine(ev):
 
 def nvml_only_driver_12_0(root):
     """The doctor's evidence where only NVML answers: it reports CUDA 12.0 (a 525 driver); gpu_doctor hands that
-    version to cudatk.collect, as library/gpu_doctor.py does."""
+    version to cudalayout.collect, as library/gpu_doctor.py does."""
     ev = healthy()
     ev["nvml"].update(driver_version="525.147.05", cuda_driver_version="12.0", source="nvml")
     ev["proc_driver_version"] = None
