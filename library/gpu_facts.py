@@ -183,7 +183,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.gpufleet import facts as gpufacts
-from ansible.module_utils.gpufleet import hostctx
+from ansible.module_utils.gpufleet import hostctx, hostready, kmsg
 
 try:
     import pynvml
@@ -234,7 +234,7 @@ def main():
             expected_gpu_count=dict(type="int"),
             readiness=dict(type="bool", default=True),
             venv=dict(type="path", default=hostctx.GPUFLEET_VENV),
-            data_dirs=dict(type="list", elements="path", default=list(hostctx.DATA_DIRS)),
+            data_dirs=dict(type="list", elements="path", default=list(hostready.DATA_DIRS)),
         ),
         supports_check_mode=True,
     )
@@ -245,7 +245,7 @@ def main():
             pynvml=pynvml,
             run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"], run),
             run=run,
-            kernel_log=(lambda: hostctx.read_kernel_log(run)) if p["kernel_log"] else None,
+            kernel_log=(lambda: kmsg.read_kernel_log(run)) if p["kernel_log"] else None,
             prefer=p["prefer"],
             include_processes=p["include_processes"],
             expected_gpu_count=p["expected_gpu_count"],

@@ -31,9 +31,9 @@ never read as "absent"):
                          it lists the whole machine's GPUs, not the ones given to the container.
 ``nvswitch_present``     bool|None.
 ``fabric_manager``       "running" | "stopped" | "failed" | "not_installed" | None.
-``kernel_log``           ``hostctx.parse_kernel_log()`` result (Xid events, NVRM messages).
+``kernel_log``           ``kmsg.parse_kernel_log()`` result (Xid events, NVRM messages).
 ``expected_gpu_count``   int|None (what was rented).
-``in_container``         bool|None (hostctx's container detection).
+``in_container``         bool|None (hostenv's container detection).
 ``device_open_errors``   ``{node: errno name}`` of the /dev/nvidiaN and /dev/nvidiactl nodes that would not open
                          read-only ({} = all opened; EPERM = the cgroup device rules deny them).
 ``shm_size_mib``         size of /dev/shm (int) or None.
@@ -377,7 +377,7 @@ def _md(text):
 
 def render_rules_markdown():
     """A reference page generated from the rules table and the kernel-log forms (for docs/)."""
-    from .hostctx import kernel_log_patterns_markdown
+    from .kmsg import kernel_log_patterns_markdown
     lines = ["# gpufleet doctor: finding codes", "",
              "Generated from `module_utils/gpufleet/doctor_rules.py`; do not edit by hand.", "",
              "Remedy classes: " + ", ".join("`%s`" % c for c in REMEDY_CLASSES) + ".", "",

@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-from . import cudatk, doctor, facts, hostctx, nvml
+from . import cudatk, doctor, facts, hostenv, hostres, kmsg, nvml
 from .doctor_rules import HELD_MEMORY_MIB, THREAD_ENV_KEYS
 
 DEV_GLOB = "/dev/nvidia*"
@@ -145,7 +145,7 @@ class Host:
     def shm_mib():
         """Size of /dev/shm in MiB, or None when it cannot be read."""
         try:
-            return hostctx.shm_mib(os.statvfs(SHM_PATH))
+            return hostres.shm_mib(os.statvfs(SHM_PATH))
         except OSError:
             return None
 
@@ -426,7 +426,7 @@ def cgroup_limits(host):
         out["version"] = 2
         for d in dirs:
             text = (host.read(d + "/cpu.max") or "").strip()
-            quota = hostctx.parse_cpu_max(text)
+            quota = hostres.parse_cpu_max(text)
             if quota is not None and (out["cpu_quota"] is None or quota < out["cpu_quota"]):
                 out.update(cpu_quota=quota, cpu_max=text, cpu_max_at=d + "/cpu.max")
             pids = _int_or_none(host.read(d + "/pids.max"))
@@ -630,7 +630,7 @@ def nvml_evidence(gpu_facts):
 
 def in_container(host):
     environ = host.read("/proc/1/environ")
-    found, _kind = hostctx.detect_container(
+    found, _kind = hostenv.detect_container(
         dockerenv=host.exists("/.dockerenv"), containerenv=host.exists("/run/.containerenv"),
         cgroup=host.read("/proc/1/cgroup"), environ=environ or None)
     return found
@@ -702,5 +702,5 @@ def examine(evidence):
 
 def read_kernel_log(host):
     """{"text", "source"} from dmesg, journalctl -k or /var/log/kern.log, else {"text": None, "reason"}:
-    hostctx's reader (the one gpu_facts uses) over the doctor's Host."""
-    return hostctx.read_kernel_log(host.run, lambda path, limit: host.read(path, limit, tail=True))
+    kmsg's reader (the one gpu_facts uses) over the doctor's Host."""
+    return kmsg.read_kernel_log(host.run, lambda path, limit: host.read(path, limit, tail=True))

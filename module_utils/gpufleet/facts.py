@@ -7,7 +7,7 @@ readers, the kernel log text) so the whole path runs in tests on recorded data.
 import os
 import time
 
-from . import hostctx, nvml, nvsmi
+from . import hostctx, hostenv, hostnet, hostready, kmsg, nvml, nvsmi
 
 SCHEMA = 1
 
@@ -188,10 +188,10 @@ def kernel_log_facts(kernel_log):
     if callable(kernel_log):
         kernel_log = kernel_log()
     if kernel_log is None:
-        return hostctx.unreadable(None, "kernel log not read (kernel_log disabled)")
+        return kmsg.unreadable(None, "kernel log not read (kernel_log disabled)")
     if kernel_log.get("text") is None:
-        return hostctx.unreadable(kernel_log.get("source"), kernel_log.get("reason") or "kernel log unreadable")
-    return hostctx.parse_kernel_log(kernel_log["text"], kernel_log.get("source"))
+        return kmsg.unreadable(kernel_log.get("source"), kernel_log.get("reason") or "kernel log unreadable")
+    return kmsg.parse_kernel_log(kernel_log["text"], kernel_log.get("source"))
 
 
 def _finding(findings, code, severity, gpu_index, message, **extra):
@@ -220,7 +220,7 @@ def health(facts, expected_gpu_count=None):
     by_pci = {}
     for gpu in facts.get("gpus", []):
         idx = gpu.get("index")
-        by_pci[hostctx.normalize_pci(gpu.get("pci_bus_id"))] = idx
+        by_pci[kmsg.normalize_pci(gpu.get("pci_bus_id"))] = idx
         _gpu_findings(findings, gpu, idx)
 
     xid = facts.get("xid") or {}
@@ -375,10 +375,10 @@ def planned_commands(kernel_log=True, readiness=None, exists=os.path.exists):
     dmesg (the module reads the kernel log when ``kernel_log``) and systemd-detect-virt. Fallbacks
     (journalctl when dmesg fails, /usr/sbin/sshd -T, nvidia-smi) run only when asked for.
     """
-    cmds = hostctx.readiness_commands(exists, readiness.get("geteuid")) if readiness is not None else []
+    cmds = hostready.readiness_commands(exists, readiness.get("geteuid")) if readiness is not None else []
     if kernel_log:
-        cmds.append(list(hostctx.DMESG))
-    cmds += [list(argv) for argv in hostctx.HOST_COMMANDS]
+        cmds.append(list(kmsg.DMESG))
+    cmds += [list(argv) for argv in hostenv.HOST_COMMANDS]
     return cmds
 
 
@@ -387,10 +387,10 @@ def iso_utc(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(seconds)))
 
 
-def default_readiness(venv=hostctx.GPUFLEET_VENV, data_dirs=hostctx.DATA_DIRS, tls=True):
+def default_readiness(venv=hostctx.GPUFLEET_VENV, data_dirs=hostready.DATA_DIRS, tls=True):
     """Keyword arguments for ``collect(readiness=...)`` that read this machine."""
     return {"listdir": _default_listdir, "readlink": _default_readlink, "stat": _default_stat,
-            "environ": dict(os.environ), "geteuid": os.geteuid, "probe_tls": hostctx.tls_probe if tls else None,
+            "environ": dict(os.environ), "geteuid": os.geteuid, "probe_tls": hostnet.tls_probe if tls else None,
             "now": time.time, "venv": venv, "data_dirs": tuple(data_dirs)}
 
 
@@ -408,7 +408,7 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     so that dmesg has run alongside it.
 
     ``readiness``: None skips the readiness probes (``facts["readiness"]`` is then None), or a dict
-    of keyword arguments for ``hostctx.collect_readiness`` beyond the readers given here (listdir,
+    of keyword arguments for ``hostready.collect_readiness`` beyond the readers given here (listdir,
     readlink, stat, environ, geteuid, probe_tls, now, venv, data_dirs); see ``default_readiness``.
     """
     start = clock()
@@ -427,7 +427,7 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     except Exception as exc:  # defensive
         facts["warnings"].append("driver check failed: %r" % exc)
     try:
-        facts["host"] = hostctx.collect_host(read_file, exists, run=run, statvfs=statvfs, getrlimit=getrlimit,
+        facts["host"] = hostenv.collect_host(read_file, exists, run=run, statvfs=statvfs, getrlimit=getrlimit,
                                              rlim_infinity=_rlim_infinity(), uname_release=uname_release)
     except Exception as exc:  # defensive
         facts["host"] = None
@@ -435,13 +435,13 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
     facts["readiness"] = None
     if readiness is not None:
         try:
-            facts["readiness"] = hostctx.collect_readiness(read_file, exists, run=run, statvfs=statvfs, **readiness)
+            facts["readiness"] = hostready.collect_readiness(read_file, exists, run=run, statvfs=statvfs, **readiness)
         except Exception as exc:  # defensive
             facts["warnings"].append("readiness probes failed: %r" % exc)
     try:
         facts["xid"] = kernel_log_facts(kernel_log)
     except Exception as exc:  # defensive
-        facts["xid"] = hostctx.unreadable(None, "kernel log parse failed: %r" % exc)
+        facts["xid"] = kmsg.unreadable(None, "kernel log parse failed: %r" % exc)
     try:
         facts["health"] = health(facts, expected_gpu_count)
     except Exception as exc:  # defensive

@@ -327,7 +327,7 @@ def throttle_onsets_per_min(samples, duration_s):
 
 
 def new_xid_events(before, after):
-    """Xid events in ``after`` (hostctx.parse_kernel_log) that ``before`` did not hold: a multiset difference
+    """Xid events in ``after`` (kmsg.parse_kernel_log) that ``before`` did not hold: a multiset difference
     on the logged lines, so a line logged again during the load counts."""
     seen = {}
     for ev in (before or {}).get("events") or ():

@@ -20,7 +20,7 @@ import sys
 import time
 import warnings
 
-from . import gate, hostctx
+from . import gate, hostctx, kmsg
 from .nvml import decode_throttle
 
 # Full size on a GPU, small size in cpu mode (same code path, mechanics only). allreduce_mib: the gloo
@@ -230,8 +230,8 @@ def describe_gpus(torch, device, count, specs_lookup):
         mib = int(props.total_memory) // (1024 * 1024)
         uuid = str(getattr(props, "uuid", "") or "") or None
         bus = getattr(props, "pci_bus_id", None)  # for joining Xid lines (domain:bus:device) to this GPU
-        pci = hostctx.normalize_pci("%x:%x:%x" % (getattr(props, "pci_domain_id", 0), bus,
-                                                  getattr(props, "pci_device_id", 0))) if bus is not None else None
+        pci = kmsg.normalize_pci("%x:%x:%x" % (getattr(props, "pci_domain_id", 0), bus,
+                                               getattr(props, "pci_device_id", 0))) if bus is not None else None
         out[i] = {"name": props.name, "spec": specs_lookup(props.name, mib), "uuid": uuid, "pci": pci,
                   "compute_capability": (props.major, props.minor), "memory_total_mib": mib}
     return out
@@ -543,14 +543,14 @@ def sustained_entries(load, gpus, device, prefix, xid=None, slowdown=None):
 
 
 def read_xids(run=None):
-    """Parsed kernel log (hostctx) or {"reason"}: read before and after the burn-in's load."""
+    """Parsed kernel log (kmsg) or {"reason"}: read before and after the burn-in's load."""
     try:
-        got = hostctx.read_kernel_log(run or hostctx.popen_runner())
+        got = kmsg.read_kernel_log(run or hostctx.popen_runner())
     except Exception as exc:
         return {"reason": "%s: %s" % (type(exc).__name__, exc)}
     if got.get("text") is None:
         return {"reason": got.get("reason") or "no kernel log"}
-    return hostctx.parse_kernel_log(got["text"], got.get("source"))
+    return kmsg.parse_kernel_log(got["text"], got.get("source"))
 
 
 def run(torch, params, specs_lookup, pynvml=None, kernel_log=read_xids, clock=time.monotonic):

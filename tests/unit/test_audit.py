@@ -1,6 +1,6 @@
 """The renter's checklist and the security audit, on readiness facts built from recorded outputs.
 
-The readiness facts come from hostctx.collect_readiness fed with files recorded in a gpufleet/debian:12
+The readiness facts come from hostready.collect_readiness fed with files recorded in a gpufleet/debian:12
 container (tests/fixtures/host/: /proc/net/tcp{,6} with sshd on 22 and a server on 0.0.0.0:8888,
 `sshd -T`, `ssh -V`, `dpkg-query`, /proc/mounts). What could not be recorded here (a container toolkit
 package, a Jupyter process owning the socket, site-packages) is added by the test and named so.
@@ -13,7 +13,7 @@ import json
 import types
 
 import pytest
-from gpufleet import audit, hostctx
+from gpufleet import audit, hostready
 
 from tests.unit.doubles import FIXTURES
 
@@ -57,8 +57,8 @@ def readiness(ctk=None, jupyter_server="2.14.0", pip_extra=True, tls="plain", ro
             return 1, dpkg.encode(), b"dpkg-query: no packages found matching libnvidia-container1\n"
         return None
 
-    stat = {hostctx.MONITORING_TEXTFILE: types.SimpleNamespace(st_mtime=1000.0 - textfile_age, st_size=4096)}
-    return hostctx.collect_readiness(
+    stat = {hostready.MONITORING_TEXTFILE: types.SimpleNamespace(st_mtime=1000.0 - textfile_age, st_size=4096)}
+    return hostready.collect_readiness(
         read_file=files.get, exists=lambda p: p == "/opt/gpufleet/venv", run=run,
         statvfs=lambda p: types.SimpleNamespace(f_frsize=1024, f_bavail=76128128, f_blocks=264212084),
         listdir=dirs.get, readlink=links.get, stat=stat.get, environ={}, geteuid=lambda: 0 if root else 1000,
@@ -198,8 +198,8 @@ def test_cudnn_missing_and_shm_small():
 def test_monitoring_stale_and_absent():
     assert audit.monitoring(readiness(textfile_age=3600))["status"] == "warn"
     r = readiness()
-    r["monitoring"] = {"textfile": hostctx.MONITORING_TEXTFILE, "textfile_age_s": None, "program": None,
-                       "reason": "%s absent" % hostctx.MONITORING_TEXTFILE}
+    r["monitoring"] = {"textfile": hostready.MONITORING_TEXTFILE, "textfile_age_s": None, "program": None,
+                       "reason": "%s absent" % hostready.MONITORING_TEXTFILE}
     item = audit.monitoring(r)
     assert item["status"] == "fail"
     assert item["summary"] == ("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom (absent); "
@@ -209,8 +209,8 @@ def test_monitoring_stale_and_absent():
 def test_monitoring_says_what_it_saw_not_that_a_role_was_not_applied():
     # The demo fleet: the exporter was installed and runs, but could not write its file.
     r = readiness()
-    r["monitoring"] = {"textfile": hostctx.MONITORING_TEXTFILE, "textfile_age_s": None, "program": "RUNNING",
-                       "reason": "stat %s: [Errno 13] Permission denied" % hostctx.MONITORING_TEXTFILE}
+    r["monitoring"] = {"textfile": hostready.MONITORING_TEXTFILE, "textfile_age_s": None, "program": "RUNNING",
+                       "reason": "stat %s: [Errno 13] Permission denied" % hostready.MONITORING_TEXTFILE}
     item = audit.monitoring(r)
     assert item["status"] == "fail" and "not applied" not in item["summary"]
     assert item["summary"].startswith("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom "

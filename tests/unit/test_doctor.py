@@ -4,7 +4,7 @@ import copy
 import pathlib
 
 import pytest
-from gpufleet import doctor, doctor_rules, hostctx
+from gpufleet import doctor, doctor_rules, kmsg
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 
@@ -45,7 +45,7 @@ def healthy():
                    "cuda_symlink": {"target": "/usr/local/cuda-12.4", "resolved": "/usr/local/cuda-12.4"}},
         "nvswitch_present": False,
         "fabric_manager": "not_installed",
-        "kernel_log": hostctx.parse_kernel_log("", "dmesg"),
+        "kernel_log": kmsg.parse_kernel_log("", "dmesg"),
         "expected_gpu_count": 2,
         "in_container": False,
     }
@@ -219,7 +219,7 @@ def ev_mismatch():
     ev = healthy()
     ev["nvml"] = {"ok": False, "error_code": "driver_library_mismatch",
                   "error_text": "Failed to initialize NVML: Driver/library version mismatch"}
-    ev["kernel_log"] = hostctx.parse_kernel_log(
+    ev["kernel_log"] = kmsg.parse_kernel_log(
         text("kernel_logs", "dalle-playground-104_api-mismatch_515.48.07-vs-510.73.05.log"), "dmesg")
     ev["cuinit"]["result"] = 803
     return _torch(ev, is_available=False, device_count=0)
@@ -270,14 +270,14 @@ def ev_804():
 
 def ev_xid79():
     ev = healthy()
-    ev["kernel_log"] = hostctx.parse_kernel_log(
+    ev["kernel_log"] = kmsg.parse_kernel_log(
         text("kernel_logs", "bumblebee-554_gpu-fallen-off-bus-legacy-format_dmesg.log"), "dmesg")
     return ev
 
 
 def ev_ecc():
     ev = healthy()
-    ev["kernel_log"] = hostctx.parse_kernel_log(
+    ev["kernel_log"] = kmsg.parse_kernel_log(
         text("kernel_logs", "gpud_xid48-63-94_peermem_dmesg-iso.log"), "dmesg")
     return ev
 
@@ -432,7 +432,7 @@ def test_vague_cuda_errors_are_unknown(name):
 def test_unrecognised_text_and_codes_are_kept_raw():
     ev = _torch(healthy(), is_available=False, device_count=0, warning="something new went wrong")
     ev["cuinit"]["result"] = 12345
-    ev["kernel_log"] = hostctx.parse_kernel_log("[1.0] NVRM: Xid (PCI:0000:19:00): 777, weird", "dmesg")
+    ev["kernel_log"] = kmsg.parse_kernel_log("[1.0] NVRM: Xid (PCI:0000:19:00): 777, weird", "dmesg")
     ev["proc_driver_version"] = "NVRM version: a format never seen"
     r = doctor.diagnose(ev)
     assert r["findings"] == [] and r["status"] == "unknown"

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import doctor, doctor_probe, hostctx
+from gpufleet import doctor, doctor_probe, kmsg
 from test_doctor import PROC_MODULES, healthy, text
 
 
@@ -158,7 +158,7 @@ def test_kernel_log_falls_back_to_kern_log_and_says_why():
     host = FakeHost({"/var/log/kern.log": log}, commands={("dmesg",): (1, b"", b"Operation not permitted")})
     got = doctor_probe.read_kernel_log(host)
     assert got["source"] == "/var/log/kern.log"
-    assert 79 in {int(x) for x in hostctx.parse_kernel_log(got["text"])["counts"]}
+    assert 79 in {int(x) for x in kmsg.parse_kernel_log(got["text"])["counts"]}
     got = doctor_probe.read_kernel_log(FakeHost({}, commands={("dmesg",): (1, b"", b"Operation not permitted")}))
     assert got["text"] is None and "Operation not permitted" in got["reason"]
     assert "journalctl: not installed" in got["reason"]

@@ -251,13 +251,13 @@ def test_collected_at_is_iso_utc_whole_seconds():
 
 
 def test_planned_commands_follow_the_options():
-    from gpufleet import hostctx
+    from gpufleet import hostenv, hostready
 
-    host = [list(c) for c in hostctx.HOST_COMMANDS]
+    host = [list(c) for c in hostenv.HOST_COMMANDS]
     assert gf.planned_commands(kernel_log=False) == host
     assert gf.planned_commands(kernel_log=True) == [["dmesg"]] + host
     ready = gf.planned_commands(kernel_log=True, readiness={"geteuid": lambda: 0}, exists=lambda p: False)
-    assert ready[:2] == [["sshd", "-T"], list(hostctx.DPKG_QUERY)] and ready[-3:] == [["dmesg"]] + host
+    assert ready[:2] == [["sshd", "-T"], list(hostready.DPKG_QUERY)] and ready[-3:] == [["dmesg"]] + host
     assert ["ssh", "-V"] in ready
 
 

@@ -8,7 +8,7 @@ tests/unit/test_gate_module.py when GPUFLEET_TORCH_PYTHON names a Python with to
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, hostctx, specs
+from module_utils.gpufleet import gate, gate_bench, kmsg, specs
 from tests.unit.doubles import FIXTURES
 
 XID_LOG = FIXTURES / "kernel_logs" / "gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"
@@ -153,8 +153,8 @@ def test_throttle_onsets_count_thermal_and_power_slowdowns_only():
 def test_new_xid_lines_during_the_load():
     text = XID_LOG.read_text()
     lines = [ln for ln in text.splitlines() if "NVRM: Xid" in ln]
-    before = hostctx.parse_kernel_log("\n".join(lines[:2]))
-    after = hostctx.parse_kernel_log("\n".join(lines))
+    before = kmsg.parse_kernel_log("\n".join(lines[:2]))
+    after = kmsg.parse_kernel_log("\n".join(lines))
     new = gate.new_xid_events(before, after)
     assert len(new) == len(lines) - 2 and {e["xid"] for e in new} == {119}
     assert gate.new_xid_events(after, after) == []
@@ -168,7 +168,7 @@ def test_burn_in_findings_from_samples_and_the_kernel_log():
     load = {4: {"samples": hot, "seconds": 60.0, "dtype": "bfloat16"},
             5: {"samples": cool, "seconds": 60.0, "dtype": "bfloat16"}}
     text = XID_LOG.read_text()
-    xid = {"events": gate.new_xid_events(hostctx.parse_kernel_log(""), hostctx.parse_kernel_log(text)),
+    xid = {"events": gate.new_xid_events(kmsg.parse_kernel_log(""), kmsg.parse_kernel_log(text)),
            "source": "dmesg"}
     raw = gate_bench.sustained_entries(load, gpus, "cuda", "burn_in_", xid, slowdown={4: 87, 5: 87})
     entries = {(e["index"], e["test"]): e for e in gate.evaluate(raw, gpus, gate.validate({"tier": "burn-in"}))}

@@ -177,11 +177,11 @@ def test_no_nvml_library_at_all(tmp_path):
 
 def test_xid_counts_match_the_project_kernel_log_parser(libdir):
     sys.path.insert(0, str(ROOT / "module_utils"))
-    from gpufleet import hostctx
+    from gpufleet import kmsg
 
     log = KERNEL_LOGS / "gpud_xid48-63-94_peermem_dmesg-iso.log"
     expected = {}
-    for ev in hostctx.parse_kernel_log(log.read_text())["events"]:
+    for ev in kmsg.parse_kernel_log(log.read_text())["events"]:
         if not ev.get("derived"):
             expected[str(ev["xid"])] = expected.get(str(ev["xid"]), 0) + 1
     assert expected, "the fixture should hold Xid lines"

@@ -1,10 +1,11 @@
-"""Host context from plain inputs, and Xid parsing of recorded kernel logs."""
+"""Host context from plain inputs (hostenv, hostres, hostnet, hostready), Xid parsing of recorded kernel logs
+(kmsg), and the command runner and readers they share (hostctx)."""
 
 import os
 import types
 
 import pytest
-from gpufleet import hostctx
+from gpufleet import hostctx, hostenv, hostnet, hostready, hostres, kmsg
 
 from tests.unit.doubles import FIXTURES, fixture_bytes
 
@@ -14,7 +15,7 @@ def log(name):
 
 
 def test_xid_48_63_94_iso_dmesg():
-    x = hostctx.parse_kernel_log(log("gpud_xid48-63-94_peermem_dmesg-iso.log"), "dmesg")
+    x = kmsg.parse_kernel_log(log("gpud_xid48-63-94_peermem_dmesg-iso.log"), "dmesg")
     assert x["readable"] and x["source"] == "dmesg"
     assert x["counts"] == {"48": 1, "63": 1, "94": 9}
     first = x["events"][0]
@@ -26,7 +27,7 @@ def test_xid_48_63_94_iso_dmesg():
 
 
 def test_xid_119_bracketed_timestamps():
-    x = hostctx.parse_kernel_log(log("gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"))
+    x = kmsg.parse_kernel_log(log("gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"))
     assert x["counts"] == {"119": 5}
     assert {e["pci"] for e in x["events"]} == {"0000:9b:00"}
     assert x["events"][0]["pid"] == 2024380 and x["events"][0]["process"] == "nvidia-smi"
@@ -34,23 +35,23 @@ def test_xid_119_bracketed_timestamps():
 
 
 def test_many_xid_13_lines_are_capped_but_counted():
-    x = hostctx.parse_kernel_log(log("gpud_xid13-43_dmesg-decode-iso.log"))
+    x = kmsg.parse_kernel_log(log("gpud_xid13-43_dmesg-decode-iso.log"))
     assert x["total"] == 636 and x["counts"] == {"13": 629, "43": 7}
     assert x["counts_by_pci"] == {"13@0000:38:00": 629, "43@0000:38:00": 7}
-    assert x["truncated"] and len(x["events"]) == hostctx.MAX_EVENTS
+    assert x["truncated"] and len(x["events"]) == kmsg.MAX_EVENTS
     assert {e["xid"] for e in x["events"]} == {13, 43}  # the rarer code survives the cap
     assert all(e["severity"] == "app" for e in x["events"])
 
 
 def test_journal_xid_45():
-    x = hostctx.parse_kernel_log(log("ogkm-1150_xid45-caused-by-xid149-145_590.48.01_journal.log"))
+    x = kmsg.parse_kernel_log(log("ogkm-1150_xid45-caused-by-xid149-145_590.48.01_journal.log"))
     assert x["counts"] == {"45": 7}
     assert {e["pci"] for e in x["events"]} == {"0000:dc:00", "0000:ed:00", "0000:ba:00", "0000:97:00"}
     assert x["events"][0]["text"] == "Ch 00000001 caused by previous Xid 149"
 
 
 def test_legacy_fallen_off_the_bus_is_xid_79():
-    x = hostctx.parse_kernel_log(log("bumblebee-554_gpu-fallen-off-bus-legacy-format_dmesg.log"))
+    x = kmsg.parse_kernel_log(log("bumblebee-554_gpu-fallen-off-bus-legacy-format_dmesg.log"))
     assert x["counts"] == {"79": 2}
     assert x["events"][0]["pci"] == "0000:01:00" and x["events"][0]["severity"] == "critical"
     assert x["events"][0]["derived"] is True
@@ -58,36 +59,36 @@ def test_legacy_fallen_off_the_bus_is_xid_79():
 
 def test_syslog_escaped_newlines_and_api_mismatch():
     name = "stackhpc-slurm-appliance-287_api-mismatch-syslog-escaped-012_535.54.03-vs-530.30.02.log"
-    x = hostctx.parse_kernel_log(log(name))
+    x = kmsg.parse_kernel_log(log(name))
     assert x["events"] == []
     assert x["nvrm_messages"][0]["code"] == "api_mismatch"
     # an Xid inside a #012-escaped syslog line is still found
     line = (b"Jun 30 11:07:05 gpu-0 kernel: NVRM: something#012NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, "
             b"name=python, GPU has fallen off the bus.")
-    x = hostctx.parse_kernel_log(line)
+    x = kmsg.parse_kernel_log(line)
     assert [(e["xid"], e["pci"], e["pid"]) for e in x["events"]] == [(79, "0000:3b:00", 1234)]
 
 
 def test_clean_boot_log_has_no_events():
-    x = hostctx.parse_kernel_log(log("gpud_535.129.03_boot_dmesg.log"))
+    x = kmsg.parse_kernel_log(log("gpud_535.129.03_boot_dmesg.log"))
     assert x["events"] == [] and x["total"] == 0 and x["readable"]
 
 
 def test_no_adapter_probed():
-    x = hostctx.parse_kernel_log(log("mattshma-bigdata-133_no-adapter-probed_nouveau-conflict_dmesg.log"))
+    x = kmsg.parse_kernel_log(log("mattshma-bigdata-133_no-adapter-probed_nouveau-conflict_dmesg.log"))
     assert "no_adapter_probed" in [m["code"] for m in x["nvrm_messages"]]
 
 
 def test_unknown_xid_code_is_unknown_not_guessed():
-    x = hostctx.parse_kernel_log("NVRM: Xid (PCI:0000:01:00): 999, pid=1, name=x, whatever")
+    x = kmsg.parse_kernel_log("NVRM: Xid (PCI:0000:01:00): 999, pid=1, name=x, whatever")
     assert x["events"][0]["severity"] == "unknown"
 
 
 def test_every_xid_class_has_a_source():
-    for code, entry in hostctx.XID_CLASSES.items():
+    for code, entry in kmsg.XID_CLASSES.items():
         assert entry["severity"] in ("critical", "warning", "app"), code
         assert entry["source"], code
-    assert hostctx.XID_CLASSES[79]["severity"] == "critical"
+    assert kmsg.XID_CLASSES[79]["severity"] == "critical"
 
 
 @pytest.mark.parametrize(("pci", "norm"), [
@@ -95,7 +96,7 @@ def test_every_xid_class_has_a_source():
     (None, None),
 ])
 def test_normalize_pci(pci, norm):
-    assert hostctx.normalize_pci(pci) == norm
+    assert kmsg.normalize_pci(pci) == norm
 
 
 # ----------------------------------------------------------------------------- host context
@@ -106,7 +107,7 @@ CPUINFO = ("processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags
 
 
 def host(files, existing=(), run=None, rlimit=(65536, 65536)):
-    return hostctx.collect_host(
+    return hostenv.collect_host(
         read_file=lambda p: files.get(p), exists=lambda p: p in existing, run=run,
         statvfs=lambda p: types.SimpleNamespace(f_frsize=4096, f_blocks=16384),
         getrlimit=lambda: rlimit, rlim_infinity=-1, uname_release="6.1.0-18-amd64")
@@ -145,19 +146,19 @@ def test_systemd_vm():
     ({"detect_virt_container": "systemd-nspawn"}, "systemd-nspawn"),
 ])
 def test_container_signs(kwargs, kind):
-    assert hostctx.detect_container(**kwargs) == (True, kind)
+    assert hostenv.detect_container(**kwargs) == (True, kind)
 
 
 def test_bare_metal():
-    assert hostctx.detect_container(cgroup="0::/init.scope\n", detect_virt_container="none") == (False, None)
-    assert hostctx.detect_virtualization(None, "PowerEdge XE9680", "Dell Inc.", "flags : fpu\n") is None
-    assert hostctx.detect_virtualization(None, "Google Compute Engine", "Google", None) == "google"
+    assert hostenv.detect_container(cgroup="0::/init.scope\n", detect_virt_container="none") == (False, None)
+    assert hostenv.detect_virtualization(None, "PowerEdge XE9680", "Dell Inc.", "flags : fpu\n") is None
+    assert hostenv.detect_virtualization(None, "Google Compute Engine", "Google", None) == "google"
 
 
 def test_broken_readers_do_not_raise():
     def boom(path):
         raise PermissionError(path)
-    h = hostctx.collect_host(read_file=boom, exists=lambda p: False, run=lambda a: (_ for _ in ()).throw(OSError()),
+    h = hostenv.collect_host(read_file=boom, exists=lambda p: False, run=lambda a: (_ for _ in ()).throw(OSError()),
                              statvfs=boom, getrlimit=boom)
     assert h["container"] is False and h["os"]["id"] is None and h["memlock_limit_kib"] is None
 
@@ -170,7 +171,7 @@ def test_real_host_readers_work_here():
         with open(path, "rb") as fh:
             return fh.read()
 
-    h = hostctx.collect_host(read_file=read,
+    h = hostenv.collect_host(read_file=read,
                              exists=os.path.exists, statvfs=os.statvfs,
                              getrlimit=lambda: __import__("resource").getrlimit(__import__("resource").RLIMIT_MEMLOCK))
     assert isinstance(h["container"], bool)
@@ -184,30 +185,30 @@ def fx(name):
 
 
 def test_proc_net_tcp_recorded_in_a_container():
-    v4 = hostctx.parse_proc_net_tcp(fx("debian12_proc_net_tcp.txt"))
+    v4 = hostnet.parse_proc_net_tcp(fx("debian12_proc_net_tcp.txt"))
     any4 = ".".join(["0"] * 4)  # read back from /proc/net/tcp, nothing binds
     assert [(s["address"], s["port"]) for s in v4] == [("127.0.0.1", 8899), (any4, 8888), (any4, 22)]
-    v6 = hostctx.parse_proc_net_tcp(fx("debian12_proc_net_tcp6.txt"), "tcp6")
+    v6 = hostnet.parse_proc_net_tcp(fx("debian12_proc_net_tcp6.txt"), "tcp6")
     assert [(s["proto"], s["address"], s["port"], s["inode"]) for s in v6] == [("tcp6", "::", 22, "5054621")]
-    assert hostctx.is_loopback("127.0.0.1") and hostctx.is_loopback("::1") and not hostctx.is_loopback("::")
+    assert hostnet.is_loopback("127.0.0.1") and hostnet.is_loopback("::1") and not hostnet.is_loopback("::")
 
 
 def test_ipv6_loopback_and_mapped_addresses():
     line = "  sl  local\n   0: %s:1F90 00000000000000000000000000000000:0000 0A 0 0 0 0 0 0 0 123 1\n"
-    assert hostctx.parse_proc_net_tcp(line % ("00000000000000000000000001000000"), "tcp6")[0]["address"] == "::1"
-    mapped = hostctx.parse_proc_net_tcp(line % ("0000000000000000FFFF00000100007F"), "tcp6")[0]
+    assert hostnet.parse_proc_net_tcp(line % ("00000000000000000000000001000000"), "tcp6")[0]["address"] == "::1"
+    mapped = hostnet.parse_proc_net_tcp(line % ("0000000000000000FFFF00000100007F"), "tcp6")[0]
     assert mapped["address"] == "::ffff:127.0.0.1" and mapped["port"] == 8080
-    assert hostctx.is_loopback(mapped["address"])
+    assert hostnet.is_loopback(mapped["address"])
 
 
 def test_sshd_t_and_versions_recorded():
-    cfg = hostctx.parse_sshd_t(fx("debian12_sshd-T.txt"))
+    cfg = hostready.parse_sshd_t(fx("debian12_sshd-T.txt"))
     assert cfg["passwordauthentication"] == "yes" and cfg["kbdinteractiveauthentication"] == "no"
     assert cfg["port"] == ["22"]
-    assert hostctx.parse_openssh_version(fx("debian12_ssh-V.txt")) == "9.2p1"
-    assert hostctx.parse_openssh_version("OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026") == "9.2"
-    assert hostctx.parse_openssh_version("unknown option -- V") is None
-    assert hostctx.parse_dpkg_query(fx("debian12_dpkg-query.txt")) == {"openssh-server": "1:9.2p1-2+deb12u10",
+    assert hostready.parse_openssh_version(fx("debian12_ssh-V.txt")) == "9.2p1"
+    assert hostready.parse_openssh_version("OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026") == "9.2"
+    assert hostready.parse_openssh_version("unknown option -- V") is None
+    assert hostready.parse_dpkg_query(fx("debian12_dpkg-query.txt")) == {"openssh-server": "1:9.2p1-2+deb12u10",
                                                                          "python3": "3.11.2-1+b1"}
 
 
@@ -216,42 +217,42 @@ def test_sshd_t_and_versions_recorded():
     ("overlay", None), ("/dev/mapper/vg-root", None), ("tmpfs", None),
 ])
 def test_block_device(device, block):
-    assert hostctx.block_device(device) == block
+    assert hostres.block_device(device) == block
 
 
 def test_disk_kinds_from_recorded_mounts():
     vfs = types.SimpleNamespace(f_frsize=4096, f_bavail=2621440, f_blocks=26214400)
-    vm = hostctx.parse_mounts(fx("vm_proc_mounts.txt"))
-    root = hostctx.disk_info("/", vm, vfs, "1\n")
+    vm = hostres.parse_mounts(fx("vm_proc_mounts.txt"))
+    root = hostres.disk_info("/", vm, vfs, "1\n")
     assert (root["device"], root["fstype"], root["free_gib"], root["total_gib"]) == ("/dev/vda", "ext4", 10.0, 100.0)
     assert root["rotational"] is True and root["local_ssd"] is False  # virtio disk says rotational here
-    assert hostctx.disk_info("/", vm, vfs, "0\n")["local_ssd"] is True
-    assert hostctx.disk_info("/", vm, vfs, None)["local_ssd"] is None
-    docker = hostctx.parse_mounts(fx("docker_proc_mounts.txt"))
-    over = hostctx.disk_info("/workspace", docker, vfs, None)
+    assert hostres.disk_info("/", vm, vfs, "0\n")["local_ssd"] is True
+    assert hostres.disk_info("/", vm, vfs, None)["local_ssd"] is None
+    docker = hostres.parse_mounts(fx("docker_proc_mounts.txt"))
+    over = hostres.disk_info("/workspace", docker, vfs, None)
     assert over["fstype"] == "overlay" and over["local_ssd"] is None and "overlay" in over["reason"]
-    nfs = hostctx.disk_info("/data/x", docker + [{"device": "srv:/d", "mountpoint": "/data", "fstype": "nfs4"}],
+    nfs = hostres.disk_info("/data/x", docker + [{"device": "srv:/d", "mountpoint": "/data", "fstype": "nfs4"}],
                             vfs, None)
     assert nfs["network"] is True and nfs["local_ssd"] is False and nfs["mountpoint"] == "/data"
 
 
 def test_pip_conf_masks_credentials_and_dist_info_names():
-    conf = hostctx.parse_pip_conf("[global]\nindex-url=https://pypi.org/simple\n[install]\n"
+    conf = hostready.parse_pip_conf("[global]\nindex-url=https://pypi.org/simple\n[install]\n"
                                   "extra_index_url = https://tok:s3cret@x.example/simple https://download.pytorch.org/whl/cu121\n")
     assert conf == {"index_url": ["https://pypi.org/simple"],
                     "extra_index_url": ["https://***@x.example/simple", "https://download.pytorch.org/whl/cu121"]}
-    multi = hostctx.parse_pip_conf("[global]\nextra-index-url =\n    https://download.pytorch.org/whl/cu121\n"
+    multi = hostready.parse_pip_conf("[global]\nextra-index-url =\n    https://download.pytorch.org/whl/cu121\n"
                                    "    https://a:b@mirror.example/simple\ntimeout = 60\n  # indented comment\n")
     assert multi["extra_index_url"] == ["https://download.pytorch.org/whl/cu121", "https://***@mirror.example/simple"]
-    assert hostctx.parse_dist_info(["torch-2.5.1+cu121.dist-info", "Jupyter_Server-2.14.0.dist-info", "x.py",
+    assert hostready.parse_dist_info(["torch-2.5.1+cu121.dist-info", "Jupyter_Server-2.14.0.dist-info", "x.py",
                                     "nvidia_ml_py-13.615.71.dist-info"]) == {
         "torch": "2.5.1+cu121", "jupyter-server": "2.14.0", "nvidia-ml-py": "13.615.71"}
 
 
 def test_supervisorctl_status():
     out = "gpufleet-gpu-exporter            RUNNING   pid 41, uptime 0:03:12\n"
-    assert hostctx.parse_supervisorctl_status(out, "gpufleet-gpu-exporter") == "RUNNING"
-    assert hostctx.parse_supervisorctl_status("gpufleet-gpu-exporter: ERROR (no such process)\n",
+    assert hostready.parse_supervisorctl_status(out, "gpufleet-gpu-exporter") == "RUNNING"
+    assert hostready.parse_supervisorctl_status("gpufleet-gpu-exporter: ERROR (no such process)\n",
                                               "gpufleet-gpu-exporter") is None
 
 
@@ -272,10 +273,10 @@ def test_tls_probe_tells_plain_http_from_nothing():
 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
-    assert hostctx.tls_probe("0.0.0.0", port, timeout=5) == "plain"  # noqa: S104 - the probe maps it to 127.0.0.1
+    assert hostnet.tls_probe("0.0.0.0", port, timeout=5) == "plain"  # noqa: S104 - the probe maps it to 127.0.0.1
     t.join(5)
     srv.close()
-    assert hostctx.tls_probe("127.0.0.1", port, timeout=1) is None  # nothing listens any more
+    assert hostnet.tls_probe("127.0.0.1", port, timeout=1) is None  # nothing listens any more
 
 
 def test_tls_probe_sees_tls(tmp_path):
@@ -306,7 +307,7 @@ def test_tls_probe_sees_tls(tmp_path):
 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
-    assert hostctx.tls_probe("127.0.0.1", srv.getsockname()[1], timeout=5) == "tls"
+    assert hostnet.tls_probe("127.0.0.1", srv.getsockname()[1], timeout=5) == "tls"
     t.join(5)
     srv.close()
 
@@ -314,7 +315,7 @@ def test_tls_probe_sees_tls(tmp_path):
 def test_readiness_never_raises_on_broken_readers():
     def boom(*a):
         raise PermissionError("no")
-    r = hostctx.collect_readiness(read_file=boom, exists=boom, run=boom, statvfs=boom, listdir=boom, readlink=boom,
+    r = hostready.collect_readiness(read_file=boom, exists=boom, run=boom, statvfs=boom, listdir=boom, readlink=boom,
                                   stat=boom, environ=None, geteuid=boom, probe_tls=boom, now=boom)
     assert r["listeners"]["readable"] is False and r["sshd"]["version"] is None
     assert r["venv"]["packages"] == {} and r["monitoring"]["reason"].endswith("absent")
@@ -323,7 +324,7 @@ def test_readiness_never_raises_on_broken_readers():
 # ----------------------------------------------------------------------------- commands, kernel log
 def test_read_kernel_log_prefers_dmesg_then_journalctl_then_kern_log():
     dmesg = fixture_bytes("kernel_logs", "gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log")
-    assert hostctx.read_kernel_log(lambda argv: (0, dmesg, b"")) == {"text": dmesg, "source": "dmesg"}
+    assert kmsg.read_kernel_log(lambda argv: (0, dmesg, b"")) == {"text": dmesg, "source": "dmesg"}
     answers = {"dmesg": (1, b"", b"dmesg: read kernel buffer failed: Operation not permitted\n"),
                "journalctl": (0, b"kernel: NVRM: loading\n", b"")}
     asked = []
@@ -331,13 +332,13 @@ def test_read_kernel_log_prefers_dmesg_then_journalctl_then_kern_log():
     def run(argv):
         asked.append(argv)
         return answers.get(argv[0])
-    got = hostctx.read_kernel_log(run)
+    got = kmsg.read_kernel_log(run)
     assert got == {"text": b"kernel: NVRM: loading\n", "source": "journalctl -k"}
     assert asked == [["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]]
-    got = hostctx.read_kernel_log(lambda argv: None, read_tail=lambda path, limit: "")
+    got = kmsg.read_kernel_log(lambda argv: None, read_tail=lambda path, limit: "")
     assert got == {"text": None, "source": None, "reason": "dmesg: not installed; journalctl: not installed; "
                                                           "/var/log/kern.log: absent or empty"}
-    got = hostctx.read_kernel_log(lambda argv: (1, b"", b"Operation not permitted"),
+    got = kmsg.read_kernel_log(lambda argv: (1, b"", b"Operation not permitted"),
                                   read_tail=lambda path, limit: "kernel: hello\n")
     assert got == {"text": "kernel: hello\n", "source": "/var/log/kern.log"}
 
@@ -417,7 +418,7 @@ def recorded_runner(ran):
                "/usr/sbin/sshd": (1, b"OpenSSH_9.2, OpenSSL 3.0.20 7 Apr 2026\n", b""),
                "ssh": (0, b"", fx("debian12_ssh-V.txt").encode()),
                "dpkg-query": (0, fx("debian12_dpkg-query.txt").encode(), b""),
-               hostctx.SUPERVISORCTL: (0, b"gpufleet-gpu-exporter  RUNNING   pid 41, uptime 0:03:12\n", b"")}
+               hostready.SUPERVISORCTL: (0, b"gpufleet-gpu-exporter  RUNNING   pid 41, uptime 0:03:12\n", b"")}
 
     def run(argv):
         ran.append(list(argv))
@@ -429,17 +430,17 @@ def recorded_runner(ran):
 
 @pytest.mark.parametrize(("euid", "supervisorctl"), [(0, True), (0, False), (1000, True)])
 def test_readiness_commands_are_the_ones_collect_readiness_runs(euid, supervisorctl):
-    existing = {hostctx.SUPERVISORCTL} if supervisorctl else set()
+    existing = {hostready.SUPERVISORCTL} if supervisorctl else set()
     kw = {"read_file": lambda p: None, "exists": lambda p: p in existing, "geteuid": lambda: euid}
     ran = []
-    alone = hostctx.collect_readiness(run=recorded_runner(ran), **kw)
-    planned = hostctx.readiness_commands(kw["exists"], kw["geteuid"])
+    alone = hostready.collect_readiness(run=recorded_runner(ran), **kw)
+    planned = hostready.readiness_commands(kw["exists"], kw["geteuid"])
     assert sorted(map(tuple, planned)) == sorted(map(tuple, ran))
-    assert (list(hostctx.SUPERVISOR_STATUS) in planned) is supervisorctl
+    assert (list(hostready.SUPERVISOR_STATUS) in planned) is supervisorctl
     assert (["sshd", "-T"] in planned) is (euid == 0)
     # the same facts when the commands were started ahead, in threads
     with hostctx.Prefetch(recorded_runner([]), planned) as pre:
-        assert hostctx.collect_readiness(run=pre, **kw) == alone
+        assert hostready.collect_readiness(run=pre, **kw) == alone
     assert alone["sshd"]["version"] == "9.2p1" and alone["sshd"]["package_version"] == "1:9.2p1-2+deb12u10"
     assert alone["monitoring"]["program"] == ("RUNNING" if supervisorctl else None)
 
@@ -452,3 +453,14 @@ def test_prefetch_runs_in_line_when_no_thread_can_start(monkeypatch):
     monkeypatch.setattr(threading.Thread, "start", refuse)
     with hostctx.Prefetch(lambda argv: (0, b"ok", b""), [["a"]]) as pre:
         assert pre(["a"]) == (0, b"ok", b"") and pre.ran == [["a"]]
+
+
+def test_shared_readers_never_raise():
+    def read(path):
+        if path == "boom":
+            raise OSError("denied")
+        return {"bytes": b"caf\xc3\xa9 \xff", "text": "plain"}.get(path)
+    assert hostctx.read_text(read, "bytes") == "caf\u00e9 \ufffd"
+    assert hostctx.read_text(read, "text") == "plain"
+    assert hostctx.read_text(read, "absent") is None and hostctx.read_text(read, "boom") is None
+    assert hostctx.safe_call(read, "boom") is None and hostctx.safe_call(read, "bytes") == b"caf\xc3\xa9 \xff"

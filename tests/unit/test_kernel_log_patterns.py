@@ -1,15 +1,15 @@
-"""The kernel-log pattern table of hostctx: every row's real sample, and the multi-line probe message in the
+"""The kernel-log pattern table of kmsg: every row's real sample, and the multi-line probe message in the
 framings it is read in (dmesg, journalctl -k, rsyslog's kern.log/syslog lines)."""
 
 from pathlib import Path
 
 import pytest
-from gpufleet import hostctx
+from gpufleet import kmsg
 
 from tests.unit.doubles import fixture_bytes
 
 DATA = Path(__file__).resolve().parent / "data" / "kernel-log"
-ROWS = hostctx.KERNEL_LOG_PATTERNS
+ROWS = kmsg.KERNEL_LOG_PATTERNS
 
 # What each row's sample must give: Xid rows (xid, pci, pid, process); "fallen" rows (79, pci); message rows
 # their nvrm_messages code. A row added to the table without an entry here fails test_every_row_is_expected.
@@ -39,7 +39,7 @@ def data(name):
 
 
 def parse(text):
-    return hostctx.parse_kernel_log(text, "test")
+    return kmsg.parse_kernel_log(text, "test")
 
 
 def lost(x):
@@ -60,7 +60,7 @@ def test_row_has_a_real_sample_with_its_source(row):
     assert (row["xid"] is None) == (row["kind"] == "message") == (row["code"] is not None)
     assert (row["pci"] is None) == (row["kind"] == "message")
     first = row["sample"].splitlines()[0].split("#012")[0]
-    assert hostctx.match_row(first)[0] is row, "the sample's first line is taken by an earlier row"
+    assert kmsg.match_row(first)[0] is row, "the sample's first line is taken by an earlier row"
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["form"] for r in ROWS])
@@ -74,7 +74,7 @@ def test_row_sample_through_the_parser(row):
     assert x["nvrm_messages"] == [] and x["total"] == 1 and len(x["events"]) == 1
     ev = x["events"][0]
     assert (ev["xid"], ev["pci"]) == want[:2]
-    assert ev["severity"] == hostctx.xid_class(want[0])["severity"]
+    assert ev["severity"] == kmsg.xid_class(want[0])["severity"]
     assert set(ev) >= {"xid", "pci", "pid", "process", "text", "severity", "name", "line"}
     if row["kind"] == "xid":
         assert "derived" not in ev and (ev["pid"], ev["process"]) == want[2:]
@@ -121,7 +121,7 @@ def test_multiline_in_kern_log_framing():
     assert x["events"][0]["line"].count("[17257.355375] NVRM:") == 3
     assert [(m["code"], m["count"]) for m in x["nvrm_messages"]] == [("gsp_firmware_missing", 2)]
     # the same text read back by the kernel-log reader as /var/log/kern.log
-    got = hostctx.read_kernel_log(lambda argv: None, read_tail=lambda path, limit: text)
+    got = kmsg.read_kernel_log(lambda argv: None, read_tail=lambda path, limit: text)
     assert got["source"] == "/var/log/kern.log" and parse(got["text"])["counts"] == {"79": 1}
 
 
@@ -134,7 +134,7 @@ def test_multiline_interleaved_with_other_kernel_lines(name):
     other_nvrm = "[ 4254.197854] NVRM: GPU Board Serial Number: 1653923026510"
     for mixed in ([head, other, more, other, last], [head, other_nvrm, more, last], [head, other, last]):
         x = parse("\n".join(mixed) + "\n")
-        pci = hostctx.normalize_pci(head.split("The NVIDIA GPU ")[1])
+        pci = kmsg.normalize_pci(head.split("The NVIDIA GPU ")[1])
         assert lost(x) == [(79, pci, True)], mixed
         assert x["events"][0]["line"] == "\n".join(s for s in mixed if s in (head, more, last))
 
@@ -148,7 +148,7 @@ def test_multiline_first_line_missing_still_counts():
 def test_multiline_first_line_too_far_away_is_not_joined():
     head, more, last = probe_lines(data("nvsentinel-155_570.158.01-open_dmesg_probe-fallen.log"))
     filler = ["[14387.511008] nvidia_uvm: module uses symbols from proprietary module nvidia, inheriting taint."]
-    x = parse("\n".join([head, more] + filler * (hostctx.PROBE_WINDOW + 1) + [last]))
+    x = parse("\n".join([head, more] + filler * (kmsg.PROBE_WINDOW + 1) + [last]))
     assert lost(x) == [(79, None, True)]
 
 
@@ -165,7 +165,7 @@ def test_not_supported_message_is_not_the_fallen_message():
             "               NVRM: installed in this system is not supported by open\n"
             "               NVRM: nvidia.ko because it does not include the required GPU\n"
             "               NVRM: System Processor (GSP).\n")
-    assert hostctx.match_row(text.splitlines()[0]) == (None, None)
+    assert kmsg.match_row(text.splitlines()[0]) == (None, None)
     assert parse(text)["events"] == []
 
 
@@ -228,6 +228,6 @@ def test_doctor_sees_xid_79_from_the_probe_message_alone():
 
 
 def test_docs_section_lists_every_row():
-    md = hostctx.kernel_log_patterns_markdown()
+    md = kmsg.kernel_log_patterns_markdown()
     for row in ROWS:
         assert "`%s`" % row["form"] in md and row["source"].split(" ")[0] in md
