@@ -42,7 +42,7 @@ never read as "absent"):
                          for a limit means "max" or no such file.
 ``gpu_state``            per GPU from NVML: ``{"index", "name", "minor_number", "memory_total_mib", "mig_mode":
                          "enabled"|"disabled"|None, "mig_devices": [{"name", "memory_total_mib"}]|None,
-                         "recovery_action": int|None}`` (nvmlGpuRecoveryAction_t; doctor_rules.RECOVERY_ACTIONS).
+                         "recovery_action": int|None}`` (nvmlGpuRecoveryAction_t; doctor_match_renter.RECOVERY_ACTIONS).
 ``gpu_usage``            ``{"interval_s", "samples": [{"gpus": [{"index", "memory_used_mib" (v2, without the
                          driver's reservation), "memory_reserved_mib", "memory_used_v1_mib", "processes":
                          [{"pid", "used_memory_mib"}]}], "cuda_processes": [{"pid", "comm", "minors"}]|None}],
@@ -67,19 +67,10 @@ in ``unknown``.
 import re
 
 from . import cudatk
-from . import doctor_rules as _doctor_rules
-from .doctor_rules import (
-    CU_RESULTS,
-    REMEDY_CLASSES,
-    RULES,
-    TEXT_CODES_NEEDING_CONTEXT,
-    TORCH_ERROR_PATTERNS,
-    model_tokens,
-)
-
-# Re-exported for callers (doctor.cuda_from_int, doctor.found_version); they live in doctor_rules.
-cuda_from_int = _doctor_rules.cuda_from_int
-found_version = _doctor_rules.found_version
+from .doctor_match_renter import model_tokens
+from .doctor_rules import REMEDY_CLASSES, RULES, TEXT_CODES_NEEDING_CONTEXT
+from .doctor_texts import CU_RESULTS, TORCH_ERROR_PATTERNS, found_version
+from .nvml import cuda_version_string as cuda_from_int  # 10010 -> "10.1" (doctor.cuda_from_int)
 
 SCHEMA = 1
 # NVML / nvidia-smi error codes that only say the NVIDIA user space is not installed.

@@ -15,7 +15,7 @@ import re
 import time
 
 from . import cudatk, doctor, facts, hostenv, hostres, kmsg, nvml
-from .doctor_rules import HELD_MEMORY_MIB, THREAD_ENV_KEYS
+from .doctor_match_renter import HELD_MEMORY_MIB, THREAD_ENV_KEYS
 
 DEV_GLOB = "/dev/nvidia*"
 PROC_MODULES = "/proc/modules"

@@ -4,7 +4,7 @@ import copy
 import pathlib
 
 import pytest
-from gpufleet import doctor, doctor_rules, kmsg
+from gpufleet import doctor, doctor_rules, doctor_texts, kmsg
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 
@@ -347,6 +347,42 @@ def test_rules_are_well_formed():
     assert len({r["code"] for r in doctor_rules.RULES}) == len(doctor_rules.RULES)
 
 
+
+def test_a_new_rule_is_its_row():
+    """Issue 38: a new doctor rule is one row appended to doctor_rules.RULES (its matcher with it); no other edit.
+    The doctor reports its finding with the row's severity, remedy class, meaning and remedy, the reference page
+    lists it, and the report's judgement turns it into an action and a verdict line (the meaning's first sentence:
+    no BRIEFS entry needed; OUTRANKS only if it should hide or be hidden by another code, which a new code is not)."""
+    from gpufleet import judgement
+    from gpufleet.report import findings as report_findings
+
+    row = doctor_rules._rule(
+        code="test_new_rule_row", severity="critical", remedy_class="provider",
+        match=lambda v: {"gpus": v["gpu_count"]} if (v.get("env") or {}).get("GPUFLEET_TEST_RULE") else None,
+        meaning="A test rule fired. It has a second sentence.", remedy="Return the rental.",
+        source="tests/unit/test_doctor.py")
+    ev = healthy()
+    ev["env"] = {"GPUFLEET_TEST_RULE": "1"}
+    assert doctor.diagnose(ev)["status"] == "healthy"  # before the row: nothing to say
+    doctor_rules.RULES.append(row)
+    try:
+        r = doctor.diagnose(ev)
+        page = doctor.render_rules_markdown()
+        quiet = doctor.diagnose(healthy())
+    finally:
+        doctor_rules.RULES.remove(row)
+    assert codes(r) == ["test_new_rule_row"] and r["status"] == "broken", r
+    f = r["findings"][0]
+    assert (f["severity"], f["remedy_class"], f["meaning"], f["remedy"]) == (
+        "critical", "provider", "A test rule fired. It has a second sentence.", "Return the rental.")
+    assert f["evidence"] == {"gpus": 2}
+    assert "`test_new_rule_row`" in page
+    assert quiet["status"] == "healthy"
+    got = judgement.decide(report_findings.doctor(r, None))
+    assert got["action"] == judgement.ACTION_RETURN
+    assert got["verdict"] == "return to provider: A test rule fired"
+
+
 # ----------------------------------------------------------------------------- details
 def test_wrong_variant_evidence_names_the_driver_cuda():
     f = next(f for f in doctor.diagnose(ev_wrong_variant())["findings"] if f["code"] == "wrong_variant_for_driver")
@@ -461,7 +497,7 @@ def test_render_rules_markdown_lists_every_code():
     md = doctor.render_rules_markdown()
     for r in doctor_rules.RULES:
         assert "`%s`" % r["code"] in md
-    for code, _p, _s in doctor_rules.TORCH_ERROR_PATTERNS:
+    for code, _p, _s in doctor_texts.TORCH_ERROR_PATTERNS:
         assert "`%s`" % code in md
     assert md.startswith("# gpufleet doctor")
 

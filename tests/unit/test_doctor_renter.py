@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import audit, doctor, doctor_probe, doctor_rules
+from gpufleet import audit, doctor, doctor_match_renter, doctor_probe, doctor_rules
 from test_audit import TORCH, h100
 from test_doctor import PROC_MODULES, codes, healthy
 from test_doctor_probe import FakeHost, gpu_host
@@ -320,7 +320,7 @@ def test_a_whole_gpu_is_no_share():
 def test_cpu_quota_offers_the_thread_settings_and_they_silence_it():
     f = finding(doctor.diagnose(ev_cpu_quota()), "cpu_quota_below_visible_cpus")
     assert f["evidence"]["suggested_threads"] == 2
-    assert f["evidence"]["fix"] == {k: "2" for k in doctor_rules.THREAD_ENV_KEYS}
+    assert f["evidence"]["fix"] == {k: "2" for k in doctor_match_renter.THREAD_ENV_KEYS}
     ev = ev_cpu_quota()
     ev["env"] = {"OMP_NUM_THREADS": "2"}
     assert "cpu_quota_below_visible_cpus" not in codes(doctor.diagnose(ev))
@@ -357,8 +357,8 @@ def test_shm_on_a_cpu_host_by_intent_is_no_finding():
     ("H200", "NVIDIA H100 80GB HBM3", False),
 ])
 def test_model_names_compared_by_their_chip(claimed, nvml_name, match):
-    want = doctor_rules.model_tokens(claimed)
-    assert want and (want <= doctor_rules.model_tokens(nvml_name)) is match
+    want = doctor_match_renter.model_tokens(claimed)
+    assert want and (want <= doctor_match_renter.model_tokens(nvml_name)) is match
 
 
 def test_claims_model_memory_driver_cuda():
@@ -399,7 +399,7 @@ def test_recovery_action_mapped_to_the_renters_action():
 
 def test_recovery_action_names_are_pynvmls():
     import pynvml
-    for value, (name, _what) in doctor_rules.RECOVERY_ACTIONS.items():
+    for value, (name, _what) in doctor_match_renter.RECOVERY_ACTIONS.items():
         assert getattr(pynvml, "NVML_GPU_RECOVERY_ACTION_" + name) == value
     assert pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION == 230
 

@@ -221,9 +221,9 @@ def test_a_new_boot_starts_over():
 
 
 def test_doctor_sees_xid_79_from_the_probe_message_alone():
-    from gpufleet import doctor_rules
+    from gpufleet import doctor_match_cuda
     x = parse(data("gpud-pr1209_b200_journalctl-k_probe-fallen.log"))
-    assert doctor_rules.m_xid_79({"xid_counts": {int(k): n for k, n in x["counts"].items()},
+    assert doctor_match_cuda.m_xid_79({"xid_counts": {int(k): n for k, n in x["counts"].items()},
                                   "xid_events": x["events"]})
 
 
