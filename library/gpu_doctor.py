@@ -190,7 +190,7 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread, doctor_probe
+from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread, doctor_nvmlprobe, doctor_probe
 from ansible.module_utils.gpufleet import facts as gpufacts
 
 try:
@@ -256,9 +256,9 @@ def main():
         gpu = gpufacts.gpu_facts(pynvml, lambda: run([p["nvidia_smi_path"], "-q", "-x"]))
         gpufacts.explain_without_driver(gpu, os.path.exists)
         # Before the torch and cuInit probes: their CUDA contexts must not show up as GPU users.
-        renter = doctor_probe.nvml_renter_evidence(pynvml, host, p["sample_interval"])
+        renter = doctor_nvmlprobe.nvml_renter_evidence(pynvml, host, p["sample_interval"])
         kernel_log = doctor_probe.read_kernel_log(host) if p["kernel_log"] else None
-        nvml = doctor_probe.nvml_evidence(gpu)
+        nvml = doctor_nvmlprobe.nvml_evidence(gpu)
         tk = cudalayout.collect(cudaread.HostFS("/"), site_packages=_site_packages(p["python"]), run=run,
                                 environ_ld_library_path=os.environ.get("LD_LIBRARY_PATH"),
                                 pinned=p["cuda_pinned_version"] or None, driver_cuda=nvml.get("cuda_driver_version"))

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import doctor, doctor_probe, kmsg
+from gpufleet import doctor, doctor_childprobe, doctor_hostprobe, doctor_loginenv, doctor_probe, kmsg
 from test_doctor import PROC_MODULES, healthy, text
 
 
@@ -52,7 +52,7 @@ def run_python(argv, env):
 
 
 def test_environment_file_parsing():
-    env = doctor_probe.parse_environment_file(
+    env = doctor_loginenv.parse_environment_file(
         '# comment\nPATH="/usr/local/sbin:/usr/bin"\nCUDA_VISIBLE_DEVICES=""\n'
         "export LD_LIBRARY_PATH=/usr/local/cuda/lib64\n"
         "junk line\nNAME='x y'\n")
@@ -61,7 +61,7 @@ def test_environment_file_parsing():
 
 
 def test_login_environment_process_wins_and_sources_named():
-    env, sources = doctor_probe.login_environment(
+    env, sources = doctor_loginenv.login_environment(
         {"LD_LIBRARY_PATH": "/opt/x"}, 'CUDA_VISIBLE_DEVICES=""\nLD_LIBRARY_PATH=/usr/local/cuda-11.8/lib64\n')
     assert env == {"CUDA_VISIBLE_DEVICES": "", "LD_LIBRARY_PATH": "/opt/x"}
     assert sources == {"CUDA_VISIBLE_DEVICES": "/etc/environment", "LD_LIBRARY_PATH": "process environment"}
@@ -109,21 +109,21 @@ def test_torch_probe_output_is_parsed_and_a_dead_probe_is_evidence():
            "arch_list": [], "warning": None, "error": None, "cudnn_version": None, "nccl_version": None}
     host = FakeHost({"/py": ""}, commands={("/py",): (0, b"noise\n" + json.dumps(out).encode() + b"\n", b"")})
     errors = []
-    data, skipped = doctor_probe.probe_torch(host, "/py", {}, 5, errors)
+    data, skipped = doctor_childprobe.probe_torch(host, "/py", {}, 5, errors)
     assert data["version"] == "2.13.0+cpu" and skipped is None and errors == []
     host = FakeHost({"/py": ""}, commands={("/py",): (-11, b"", b"Segmentation fault")})
-    data, _ = doctor_probe.probe_torch(host, "/py", {}, 5, errors)
+    data, _ = doctor_childprobe.probe_torch(host, "/py", {}, 5, errors)
     assert "died" in data["error"] and "Segmentation fault" in data["error"] and errors
 
 
 def test_torch_probe_script_runs_without_torch():
-    res = subprocess.run([sys.executable, "-c", doctor_probe.TORCH_PROBE], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", doctor_childprobe.TORCH_PROBE], capture_output=True, text=True)
     data = json.loads(res.stdout)
     assert data["importable"] is False and "No module named" in data["import_error"]
 
 
 def test_cuinit_probe_script_runs_without_libcuda():
-    res = subprocess.run([sys.executable, "-c", doctor_probe.CUINIT_PROBE], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", doctor_childprobe.CUINIT_PROBE], capture_output=True, text=True)
     data = json.loads(res.stdout)
     assert data["result"] is None and "libcuda.so.1" in data["error"]
 
@@ -134,23 +134,23 @@ def test_cuinit_probe_script_runs_without_libcuda():
     ({"/usr/bin/nv-fabricmanager": ""}, ("nv-fabricmanage",), False, "running"),  # comm is cut at 15 chars
 ])
 def test_fabric_manager_state(files, procs, systemd, state):
-    assert doctor_probe.probe_fabric_manager(FakeHost(files, procs), systemd) == state
+    assert doctor_hostprobe.probe_fabric_manager(FakeHost(files, procs), systemd) == state
 
 
 def test_fabric_manager_state_from_systemd():
     host = FakeHost({"/lib/systemd/system/nvidia-fabricmanager.service": ""},
                     commands={("systemctl",): (3, b"inactive\n", b"")})
-    assert doctor_probe.probe_fabric_manager(host, True) == "stopped"
+    assert doctor_hostprobe.probe_fabric_manager(host, True) == "stopped"
 
 
 def test_nvswitch_from_nodes_and_pci_bridges():
-    assert doctor_probe.probe_nvswitch(FakeHost({"/dev/nvidia-nvswitchctl": ""})) is True
+    assert doctor_hostprobe.probe_nvswitch(FakeHost({"/dev/nvidia-nvswitchctl": ""})) is True
     pci = {"/sys/bus/pci/devices/0000:05:00.0": "", "/sys/bus/pci/devices/0000:05:00.0/vendor": "0x10de\n",
            "/sys/bus/pci/devices/0000:05:00.0/class": "0x068000\n"}
-    assert doctor_probe.probe_nvswitch(FakeHost(pci)) is True
+    assert doctor_hostprobe.probe_nvswitch(FakeHost(pci)) is True
     pci["/sys/bus/pci/devices/0000:05:00.0/class"] = "0x030200\n"
-    assert doctor_probe.probe_nvswitch(FakeHost(pci)) is False
-    assert doctor_probe.probe_nvswitch(FakeHost({})) is None
+    assert doctor_hostprobe.probe_nvswitch(FakeHost(pci)) is False
+    assert doctor_hostprobe.probe_nvswitch(FakeHost({})) is None
 
 
 def test_kernel_log_falls_back_to_kern_log_and_says_why():
@@ -216,11 +216,11 @@ def test_pci_walk_finds_gpus_and_nvswitches_once():
     })
     host = FakeHost(files)
     host.glob = lambda pattern: sorted({p.rsplit("/", 1)[0] for p in files if p.startswith("/sys/bus/pci/devices/")}
-                                       if pattern == doctor_probe.PCI_GLOB else FakeHost.glob(host, pattern))
-    pci = doctor_probe.nvidia_pci_devices(host)
-    assert doctor_probe.pci_gpus(pci) == ["0000:17:00.0", "0000:65:00.0"]
-    assert doctor_probe.probe_nvswitch(host, pci) is True
-    assert doctor_probe.pci_gpus(doctor_probe.nvidia_pci_devices(FakeHost(gpu_host()))) is None
+                                       if pattern == doctor_hostprobe.PCI_GLOB else FakeHost.glob(host, pattern))
+    pci = doctor_hostprobe.nvidia_pci_devices(host)
+    assert doctor_hostprobe.pci_gpus(pci) == ["0000:17:00.0", "0000:65:00.0"]
+    assert doctor_hostprobe.probe_nvswitch(host, pci) is True
+    assert doctor_hostprobe.pci_gpus(doctor_hostprobe.nvidia_pci_devices(FakeHost(gpu_host()))) is None
 
 
 # ----------------------------------------------------------------------------- the login environment (issue 17 item 1)
@@ -253,7 +253,7 @@ def test_a_variable_exported_from_profile_d_is_seen_with_its_file():
 
 
 def test_the_process_environment_still_wins_and_keeps_its_source():
-    env, sources = doctor_probe.login_environment(
+    env, sources = doctor_loginenv.login_environment(
         {"CUDA_VISIBLE_DEVICES": "0"}, "", {"CUDA_VISIBLE_DEVICES": "-1", "CUDA_HOME": "/usr/local/cuda"},
         lambda key: None)
     assert env == {"CUDA_VISIBLE_DEVICES": "0", "CUDA_HOME": "/usr/local/cuda"}
@@ -273,10 +273,10 @@ def test_a_real_login_shell_reads_the_users_profile(tmp_path):
         return res.returncode, res.stdout, res.stderr
 
     host = doctor_probe.Host(run)
-    got, why = doctor_probe.login_shell_env(host, account=("gpufleet-test", str(tmp_path), bash))
+    got, why = doctor_loginenv.login_shell_env(host, account=("gpufleet-test", str(tmp_path), bash))
     assert why is None, why
     assert got["CUDA_VISIBLE_DEVICES"] == "-1" and got["HOME"] == str(tmp_path) and got["USER"] == "gpufleet-test"
-    assert doctor_probe.setting_file(host, "CUDA_VISIBLE_DEVICES", str(tmp_path)) == str(tmp_path / ".profile")
-    assert doctor_probe.setting_file(host, "NVIDIA_VISIBLE_DEVICES", str(tmp_path)) is None
-    got, why = doctor_probe.login_shell_env(host, account=("nobody", str(tmp_path), "/usr/sbin/nologin"))
+    assert doctor_loginenv.setting_file(host, "CUDA_VISIBLE_DEVICES", str(tmp_path)) == str(tmp_path / ".profile")
+    assert doctor_loginenv.setting_file(host, "NVIDIA_VISIBLE_DEVICES", str(tmp_path)) is None
+    got, why = doctor_loginenv.login_shell_env(host, account=("nobody", str(tmp_path), "/usr/sbin/nologin"))
     assert got is None and "no login shell" in why

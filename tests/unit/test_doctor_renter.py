@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import audit, doctor, doctor_match_renter, doctor_probe, doctor_rules
+from gpufleet import audit, doctor, doctor_hostprobe, doctor_match_renter, doctor_nvmlprobe, doctor_probe, doctor_rules
 from test_audit import TORCH, h100
 from test_doctor import PROC_MODULES, codes, healthy
 from test_doctor_probe import FakeHost, gpu_host
@@ -440,7 +440,7 @@ def test_cgroup_v2_limits_read_from_every_level_the_tightest_wins():
                        "/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.max": data("cpu.max_max.txt"),
                        "/sys/fs/cgroup/system.slice/docker-abc.scope/pids.max": data("pids.max_512.txt")},
                       cpus=64)
-    cg = doctor_probe.cgroup_limits(host)
+    cg = doctor_hostprobe.cgroup_limits(host)
     assert cg == {"version": 2, "cpu_quota": 4.0, "cpu_max": "400000 100000",
                   "cpu_max_at": "/sys/fs/cgroup/system.slice/cpu.max", "pids_max": 512,
                   "pids_max_at": "/sys/fs/cgroup/system.slice/docker-abc.scope/pids.max", "visible_cpus": 64}
@@ -449,9 +449,9 @@ def test_cgroup_v2_limits_read_from_every_level_the_tightest_wins():
 def test_cgroup_v1_and_no_limits():
     host = RenterHost({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "150000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us":
                        "100000\n", "/sys/fs/cgroup/pids/pids.max": "max\n"}, cpus=8)
-    cg = doctor_probe.cgroup_limits(host)
+    cg = doctor_hostprobe.cgroup_limits(host)
     assert cg["version"] == 1 and cg["cpu_quota"] == 1.5 and cg["pids_max"] is None
-    cg = doctor_probe.cgroup_limits(RenterHost({"/proc/self/cgroup": "0::/\n",
+    cg = doctor_hostprobe.cgroup_limits(RenterHost({"/proc/self/cgroup": "0::/\n",
                                                 "/sys/fs/cgroup/cgroup.controllers": "cpu\n"}, cpus=8))
     assert cg["cpu_quota"] is None and cg["pids_max"] is None and cg["version"] == 2
 
@@ -459,8 +459,8 @@ def test_cgroup_v1_and_no_limits():
 def test_cuda_processes_are_the_uvm_holders():
     holders = {10: {"comm": "python", "nodes": ["/dev/nvidia-uvm", "/dev/nvidia1", "/dev/nvidiactl"]},
                11: {"comm": "gpufleet-gpu-ex", "nodes": ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]}}
-    assert doctor_probe.cuda_processes(holders) == [{"pid": 10, "comm": "python", "minors": [1]}]
-    assert doctor_probe.cuda_processes(None) is None
+    assert doctor_nvmlprobe.cuda_processes(holders) == [{"pid": 10, "comm": "python", "minors": [1]}]
+    assert doctor_nvmlprobe.cuda_processes(None) is None
 
 
 def test_gather_adds_the_renter_evidence_and_the_lost_gpus_finding_fires():
@@ -494,13 +494,13 @@ needs_fakelib = pytest.mark.skipif(
 # Runs in the subprocess: the renter's NVML evidence with the sleep between the looks skipped, our processes none.
 SAMPLE = r"""
 import json, pynvml
-from gpufleet import doctor_probe, facts
+from gpufleet import doctor_nvmlprobe, facts
 
 class NoProcesses:
     def gpu_holders(self):
         return {}
 
-state, usage = doctor_probe.nvml_renter_evidence(pynvml, NoProcesses(), interval=3, sleep=lambda s: None)
+state, usage = doctor_nvmlprobe.nvml_renter_evidence(pynvml, NoProcesses(), interval=3, sleep=lambda s: None)
 gpu = facts.gpu_facts(pynvml, lambda: (127, b"", b"nvidia-smi: command not found"))
 print(json.dumps({"state": state, "usage": usage, "gpu_facts": gpu}))
 """
@@ -534,8 +534,8 @@ def test_shared_h100_node_through_the_fake_library(fakelib):
     assert look[1]["memory_reserved_mib"] == 551  # v2 keeps the driver's reservation apart
     ev = {"in_container": True, "device_nodes": ["/dev/nvidia%d" % i for i in range(8)] + ["/dev/nvidiactl",
                                                                                           "/dev/nvidia-uvm"],
-          "proc_modules": PROC_MODULES, "nvml": doctor_probe.nvml_evidence(out["gpu_facts"]),
-          "gpus": doctor_probe._gpus(out["gpu_facts"]), "gpu_state": state, "gpu_usage": usage,
+          "proc_modules": PROC_MODULES, "nvml": doctor_nvmlprobe.nvml_evidence(out["gpu_facts"]),
+          "gpus": doctor_nvmlprobe._gpus(out["gpu_facts"]), "gpu_state": state, "gpu_usage": usage,
           "expected_gpu_count": 8, "provider_claims": {"gpu_model": "H100 SXM", "driver_version": "550.90.07"}}
     r = doctor.diagnose(ev)
     got = {f["code"]: f for f in r["findings"]}
@@ -556,7 +556,8 @@ def test_healthy_profiles_give_no_renter_finding(fakelib):
     # a healthy container's nodes: its GPUs, nvidiactl and nvidia-uvm (without it the uvm rule names the container)
     ev = {"in_container": True, "gpus": [],
           "device_nodes": ["/dev/nvidia%d" % i for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"],
-          "gpu_state": out["state"], "gpu_usage": out["usage"], "nvml": doctor_probe.nvml_evidence(out["gpu_facts"]),
+          "gpu_state": out["state"], "gpu_usage": out["usage"],
+          "nvml": doctor_nvmlprobe.nvml_evidence(out["gpu_facts"]),
           "provider_claims": {"gpu_model": "H100 SXM"}, "expected_gpu_count": 8}
     r = doctor.diagnose(ev)
     assert r["findings"] == [], r

@@ -6,7 +6,7 @@
 
 Each on a simulated RTX 5090 (compute capability 12.0, the fake NVML profile rtx5090-1x) with a torch that cannot run
 a kernel on it (2.7.1+cu126, 2.5.1+cu121: no sm_120) and one that can (2.8.0+cu128). The chain is the pre-check's:
-scripts/find-python on the layout (a real login bash), the doctor's torch probe (doctor_probe.TORCH_PROBE, run in
+scripts/find-python on the layout (a real login bash), the doctor's torch probe (doctor_childprobe.TORCH_PROBE, run in
 the environment find-python judged) on a torch double that answers as real torch does, doctor.diagnose, the
 report's judgement and check-verdicts' lines. The verdict and the lines name the build, and the environment when it
 is not the login shell's python.
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 import pytest
-from gpufleet import doctor, doctor_probe, report
+from gpufleet import doctor, doctor_childprobe, doctor_probe, report
 from gpufleet import judgement as j
 from test_doctor import ev_arch
 from test_find_python import Host
@@ -63,7 +63,7 @@ def _checked(host, layout, build):
     found = host.run(**env)
     # the doctor's torch probe, in the environment find-python judged (check.yml: gpu_doctor python=found.torch)
     errors = []
-    torch, why_none = doctor_probe.probe_torch(doctor_probe.Host(_run), found["torch"], {}, 60, errors)
+    torch, why_none = doctor_childprobe.probe_torch(doctor_probe.Host(_run), found["torch"], {}, 60, errors)
     assert torch is not None and not errors, (why_none, errors)
     ev = ev_arch()  # the doctor's evidence of a healthy host with the RTX 5090 (test_doctor), this torch in it
     ev["torch"] = torch

@@ -4,7 +4,7 @@ that GPU's architecture.
 
     install(site_packages, "2.7.1+cu126", gpus=[{"name": "NVIDIA GeForce RTX 5090", "compute_capability": "12.0"}])
 
-What it answers (the calls gpu_doctor's torch probe, doctor_probe.TORCH_PROBE, makes):
+What it answers (the calls gpu_doctor's torch probe, doctor_childprobe.TORCH_PROBE, makes):
 
 * ``torch.__version__`` and ``torch/version.py``'s ``__version__`` (scripts/find-python reads the file), and
   ``torch.version.cuda`` ("12.6" for a +cu126 build; None for +cpu), ``torch.version.hip`` None;
