@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, specs
+from module_utils.gpufleet import gate, gate_bench, gate_measure, specs
 
 
 def params(**kw):
@@ -304,18 +304,18 @@ class _Clockwork:
 def test_repeat_times_warmup_then_repetitions_and_probes_under_load():
     ran, probed = [], []
     timer = _Clockwork(0.002)
-    figures = gate_bench._repeat(timer, lambda: ran.append(1), (0,), 2.0 * 8192 ** 3, 1e12,
-                                 params(repetitions=10, warmup=3), share_s=60, probe=lambda: probed.append(len(ran)))
+    figures = gate_measure._repeat(timer, lambda: ran.append(1), (0,), 2.0 * 8192 ** 3, 1e12,
+                                   params(repetitions=10, warmup=3), share_s=60, probe=lambda: probed.append(len(ran)))
     assert len(figures) == 10 and figures[0] == pytest.approx(2.0 * 8192 ** 3 / 0.002 / 1e12)
-    assert len(ran) == 3 + 10 + gate_bench.PROBE_RUNS
+    assert len(ran) == 3 + 10 + gate_measure.PROBE_RUNS
     assert probed == [len(ran)]  # telemetry read while the last runs were queued
 
 
 def test_repeat_stops_at_three_repetitions_once_the_share_is_spent():
     timer = _Clockwork(0.5)
-    figures = gate_bench._repeat(timer, lambda: None, (0,), 1.0, 1.0,
-                                 params(repetitions=50, warmup=0), share_s=0.0)
-    assert len(figures) == gate_bench.MIN_REPETITIONS
+    figures = gate_measure._repeat(timer, lambda: None, (0,), 1.0, 1.0,
+                                   params(repetitions=50, warmup=0), share_s=0.0)
+    assert len(figures) == gate_measure.MIN_REPETITIONS
 
 
 class _FakeNvml:
@@ -345,10 +345,10 @@ class _FakeNvml:
 
 
 def test_telemetry_records_power_cap_and_throttle_reasons():
-    t = gate_bench.telemetry(_FakeNvml(), "handle")
+    t = gate_measure.telemetry(_FakeNvml(), "handle")
     assert t == {"sm_mhz": 1410, "sm_max_mhz": 1980, "power_limit_w": 300.0, "power_draw_w": 298.5,
                  "temperature_c": 71, "throttle_reasons": ["sw_power_cap", "sw_thermal_slowdown"]}
-    assert gate_bench.telemetry(None, None)["power_limit_w"] is None
+    assert gate_measure.telemetry(None, None)["power_limit_w"] is None
 
 
 def test_probe_cuda_keeps_torchs_own_text():

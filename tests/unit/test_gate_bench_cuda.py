@@ -9,9 +9,9 @@ samples with NVML read mid-round, and the findings made of them. The pass rule a
 Time is the double's own clock (``machine.now``), which moves only when the host waits for a device. Event-timed
 figures read it through CUDA events; where gate_bench reads the wall clock instead (P2P and the all-reduce:
 ``time.perf_counter`` around synchronised copies; the repetition loop's and the sustained load's
-``time.monotonic``; the rest before TF32's ``time.sleep``), the ``virtual_time`` fixture points gate_bench's
-``time`` at that clock. So every figure is exact and no test depends on how busy the machine is (a mutation run
-at load 12 used to fail the wall-clock ones).
+``time.monotonic``; the rest before TF32's ``time.sleep``), the ``virtual_time`` fixture points the ``time`` of
+the modules that read it (gate_bench, gate_measure, gate_multi) at that clock. So every figure is exact and no
+test depends on how busy the machine is (a mutation run at load 12 used to fail the wall-clock ones).
 """
 
 import sys
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, specs
+from module_utils.gpufleet import gate, gate_bench, gate_load, gate_measure, gate_multi, specs
 from tests.unit.doubles.fake_torch_cuda import FakeCudaMachine, FakeGpu, h100_sxm
 
 H100 = specs.by_key("h100-sxm")
@@ -39,10 +39,13 @@ class _VirtualTime:
 
 @pytest.fixture
 def virtual_time(monkeypatch):
-    """Put gate_bench's wall clock on ``machine``'s clock; returns ``machine``."""
+    """Put the gate's wall clock on ``machine``'s clock; returns ``machine``. Every module that reads ``time``:
+    gate_bench (run: TF32's sleep, entry durations), gate_measure (the timer, the repetition loop) and gate_multi
+    (the all-reduce entries' durations); gate_load takes its clock as an argument."""
 
     def install(machine):
-        monkeypatch.setattr(gate_bench, "time", _VirtualTime(machine))
+        for module in (gate_bench, gate_measure, gate_multi):
+            monkeypatch.setattr(module, "time", _VirtualTime(machine))
         return machine
 
     return install
@@ -58,7 +61,7 @@ def run(machine, clock=None, **params):
 
 @pytest.fixture
 def nccl_import(monkeypatch):
-    """gate_bench._allreduce does ``from torch.cuda import nccl`` instead of using the torch it was given: the
+    """gate_multi._allreduce does ``from torch.cuda import nccl`` instead of using the torch it was given: the
     import system is pointed at the machine's torch for the test (the only thing not injected)."""
 
     def install(machine):
@@ -111,7 +114,7 @@ def test_each_gpu_is_timed_on_its_own_stream_with_its_own_telemetry():
     # one GEMM per warm-up, repetition and probe run on each GPU: every repetition had a non-zero event time
     # (events on another device than the GEMM's time nothing, and the loop would go on until the budget's end)
     per_gpu = [sum(1 for m in machine.matmuls if m[0] == i) for i in (0, 1)]
-    assert per_gpu == [2 + 5 + gate_bench.PROBE_RUNS] * 2
+    assert per_gpu == [2 + 5 + gate_measure.PROBE_RUNS] * 2
     assert result["gpus"][1]["pci"] == "0000:38:00"  # from torch's pci_*_id: how burn-in Xid lines find the GPU
 
 
@@ -179,9 +182,9 @@ def _load(machine, seconds, memory=False):
     count = len(machine.gpus)
     gpus = gate_bench.describe_gpus(torch, "cuda", count, specs.lookup)
     handles = gate_bench._nvml_handles(nvml, torch, count)
-    sizes = {i: gate_bench._sizes(torch, "cuda", i, {}) for i in gpus}
-    load = gate_bench.sustained_load(torch, "cuda", gpus, sizes, seconds, nvml, handles, memory=memory,
-                                     clock=machine.now)
+    sizes = {i: gate_measure._sizes(torch, "cuda", i, {}) for i in gpus}
+    load = gate_load.sustained_load(torch, "cuda", gpus, sizes, seconds, nvml, handles, memory=memory,
+                                    clock=machine.now)
     return gpus, handles, load
 
 
@@ -201,7 +204,7 @@ def test_sustained_samples_are_flops_over_event_time_and_the_clock_drop_rule():
     # one NVML read per GPU and round, each while that round's GEMMs were queued
     assert len(machine.nvml.reads) == len(steady) + len(dropped)
     assert all(busy for _h, _t, busy in machine.nvml.reads)
-    entries = gate.evaluate(gate_bench.sustained_entries(load, gpus, "cuda", ""), gpus, gate.validate({"tier": "full"}))
+    entries = gate.evaluate(gate_load.sustained_entries(load, gpus, "cuda", ""), gpus, gate.validate({"tier": "full"}))
     e = {(x["index"], x["test"]): x for x in entries}
     assert e[0, "sustained_gemm"]["measured"] == pytest.approx(750.0, rel=0.01) and e[0, "sustained_gemm"]["passed"]
     assert e[0, "clock_drop"]["measured"] == 0.0 and e[0, "clock_drop"]["passed"] is True
@@ -221,12 +224,12 @@ def test_burn_in_findings_from_telemetry_read_during_the_load():
 
     machine = FakeCudaMachine(h100_sxm(1) + [FakeGpu(pci_bus_id=0x38, telemetry=hot)])
     gpus, handles, load = _load(machine, 6.0, memory=True)
-    slowdown = {i: gate_bench._slowdown_temperature(machine.nvml, handles[i]) for i in gpus}
+    slowdown = {i: gate_load._slowdown_temperature(machine.nvml, handles[i]) for i in gpus}
     assert slowdown == {0: 87, 1: 87}
     # the triad memory load runs after each round's end event: the GEMM figure is still the GEMM's alone
     assert all(s["tflops"] == pytest.approx(750.0, rel=0.01) for s in load[0]["samples"])
     assert machine.gpus[0].peak_allocated >= 3 * 2 ** 30  # 3 x 1 GiB triad buffers held on the GPU
-    raw = gate_bench.sustained_entries(load, gpus, "cuda", "burn_in_", NO_XID, slowdown)
+    raw = gate_load.sustained_entries(load, gpus, "cuda", "burn_in_", NO_XID, slowdown)
     e = {(x["index"], x["test"]): x for x in gate.evaluate(raw, gpus, gate.validate({"tier": "full"}))}
     assert e[0, "burn_in_throttle"]["measured"] == 0.0 and e[0, "burn_in_throttle"]["passed"] is True
     assert e[0, "burn_in_temperature"]["measured"] == 65 and e[0, "burn_in_temperature"]["passed"] is True

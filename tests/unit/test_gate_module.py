@@ -106,7 +106,7 @@ def test_host_without_usable_cuda_fails_with_the_doctors_classification(tmp_path
 
 TORCH_PYTHON = os.environ.get("GPUFLEET_TORCH_PYTHON")
 # What a gate in cpu mode may end past its budget on the 2-core CI machine (docs/gate.md, "The budget"): the round of
-# the sustained load that started before the deadline, 0.1 s of CPU time (gate_bench.MIN_INTERVAL_S) that a CPU
+# the sustained load that started before the deadline, 0.1 s of CPU time (gate_load.MIN_INTERVAL_S) that a CPU
 # shared with a load of 15 stretches to about 0.8 s of wall time; 2 s leaves room for more.
 BUDGET_SLACK_S = 2.0
 
@@ -125,13 +125,13 @@ def test_a_starved_sustained_load_goes_on_for_the_samples_a_clock_drop_needs():
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import torch
-from gpufleet import gate_bench
+from gpufleet import gate_bench, gate_load
 def run(budget_s):
     ticks = iter(range(10 ** 6))
     clock = lambda: float(next(ticks))
     budget = gate_bench.Budget(budget_s, clock=clock)
-    load = gate_bench.sustained_load(torch, "cpu", {0: {}}, {0: {"gemm": 32, "buffer_mib": 1}}, 2.0,
-                                     budget=budget, clock=clock)
+    load = gate_load.sustained_load(torch, "cpu", {0: {}}, {0: {"gemm": 32, "buffer_mib": 1}}, 2.0,
+                                    budget=budget, clock=clock)
     return len(load[0]["samples"]), budget.over()
 print(json.dumps([run(100), run(5)]))
 """

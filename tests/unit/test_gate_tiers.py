@@ -8,7 +8,7 @@ tests/unit/test_gate_module.py when GPUFLEET_TORCH_PYTHON names a Python with to
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, kmsg, specs
+from module_utils.gpufleet import gate, gate_bench, gate_load, kmsg, specs
 from tests.unit.doubles import FIXTURES
 
 XID_LOG = FIXTURES / "kernel_logs" / "gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"
@@ -131,7 +131,7 @@ def test_clock_drop_is_settled_against_the_first_samples():
 def test_sustained_gemm_entries_judge_the_clock_drop():
     load = {0: {"samples": samples([1980] * 10 + [1900] * 20), "seconds": 45.0, "dtype": "bfloat16"},
             1: {"samples": samples([1980] * 10 + [1600] * 20), "seconds": 45.0, "dtype": "bfloat16"}}
-    raw = gate_bench.sustained_entries(load, h100s(2), "cuda", "")
+    raw = gate_load.sustained_entries(load, h100s(2), "cuda", "")
     entries = gate.evaluate(raw, h100s(2), gate.validate({"tier": "full"}))
     assert [e["test"] for e in entries] == ["sustained_gemm", "clock_drop"] * 2
     gemm0, drop0, _gemm1, drop1 = entries
@@ -170,7 +170,7 @@ def test_burn_in_findings_from_samples_and_the_kernel_log():
     text = XID_LOG.read_text()
     xid = {"events": gate.new_xid_events(kmsg.parse_kernel_log(""), kmsg.parse_kernel_log(text)),
            "source": "dmesg"}
-    raw = gate_bench.sustained_entries(load, gpus, "cuda", "burn_in_", xid, slowdown={4: 87, 5: 87})
+    raw = gate_load.sustained_entries(load, gpus, "cuda", "burn_in_", xid, slowdown={4: 87, 5: 87})
     entries = {(e["index"], e["test"]): e for e in gate.evaluate(raw, gpus, gate.validate({"tier": "burn-in"}))}
     assert sorted({t for _i, t in entries}) == sorted(gate.BURN_IN_ENTRIES)
     assert entries[(4, "burn_in_throttle")]["measured"] == 5.0 and entries[(4, "burn_in_throttle")]["passed"] is False
@@ -187,7 +187,7 @@ def test_burn_in_findings_from_samples_and_the_kernel_log():
 def test_findings_without_readings_are_said_not_failed():
     load = {0: {"samples": [{"t": 0.0, "tflops": 0.2}] * 8, "seconds": 2.0, "dtype": "bfloat16"}}
     cpu = {0: {"name": "cpu (x86_64)", "spec": None}}
-    raw = gate_bench.sustained_entries(load, cpu, "cpu", "burn_in_", {"reason": "dmesg: Operation not permitted"})
+    raw = gate_load.sustained_entries(load, cpu, "cpu", "burn_in_", {"reason": "dmesg: Operation not permitted"})
     entries = {e["test"]: e for e in gate.evaluate(raw, cpu, gate.validate({"device": "cpu", "tier": "full"}))}
     assert entries["burn_in_clock_drop"]["passed"] is True and "GEMM throughput" in entries["burn_in_clock_drop"][
         "why"]
