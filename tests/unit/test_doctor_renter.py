@@ -452,7 +452,7 @@ def test_cgroup_v1_and_no_limits():
     cg = doctor_hostprobe.cgroup_limits(host)
     assert cg["version"] == 1 and cg["cpu_quota"] == 1.5 and cg["pids_max"] is None
     cg = doctor_hostprobe.cgroup_limits(RenterHost({"/proc/self/cgroup": "0::/\n",
-                                                "/sys/fs/cgroup/cgroup.controllers": "cpu\n"}, cpus=8))
+                                                    "/sys/fs/cgroup/cgroup.controllers": "cpu\n"}, cpus=8))
     assert cg["cpu_quota"] is None and cg["pids_max"] is None and cg["version"] == 2
 
 
