@@ -42,6 +42,9 @@ FIXTURES = ROOT / "tests" / "fixtures"
 GOLDEN = FIXTURES / "report-golden"
 REGEN_ENV = "GPUFLEET_REGEN_GOLDEN"
 FILES = ("fleet.csv", "fleet.html", "fleet.json", "fleet.md", "gpufleet.prom")
+# Each golden file is stored as its name plus this suffix (fleet.html.golden): expected outputs are data, and the
+# suffix keeps code readers (linters, duplicate finders) from taking them for the templates' or renderers' source.
+SUFFIX = ".golden"
 DIFF_LINES = 80
 
 _UTC = datetime.timezone.utc
@@ -98,11 +101,12 @@ def render(name, outdir, results=None, cli=CLI):
 def differences(expected, actual):
     """None when the two folders hold the same files, byte for byte; else what differs, with a unified diff of the
     first differing file (at most DIFF_LINES lines)."""
-    names = [sorted(p.name for p in Path(folder).iterdir()) for folder in (expected, actual)]
+    names = [sorted(p.name.removesuffix(SUFFIX) for p in Path(expected).iterdir()),
+             sorted(p.name for p in Path(actual).iterdir())]
     if names[0] != names[1]:
         return "different files: expected %s, rendered %s" % tuple(names)
     for name in names[0]:
-        want, got = (Path(folder, name).read_bytes() for folder in (expected, actual))
+        want, got = Path(expected, name + SUFFIX).read_bytes(), Path(actual, name).read_bytes()
         if want == got:
             continue
         diff = difflib.unified_diff(want.decode("utf-8", "replace").splitlines(True),
@@ -112,7 +116,7 @@ def differences(expected, actual):
         more = "\n... (diff cut at %d lines)" % DIFF_LINES if len(lines) > DIFF_LINES else ""
         if not lines:  # same text after decoding: the bytes differ in line endings or invalid UTF-8
             lines = ["(bytes differ: %d expected, %d rendered)\n" % (len(want), len(got))]
-        return "%s differs from %s:\n%s%s" % (name, Path(expected, name), "".join(lines[:DIFF_LINES]), more)
+        return "%s differs from %s:\n%s%s" % (name, Path(expected, name + SUFFIX), "".join(lines[:DIFF_LINES]), more)
     return None
 
 
@@ -121,7 +125,9 @@ def test_report_files_match_golden(name, tmp_path):
     expected = GOLDEN / name
     if os.environ.get(REGEN_ENV) == "1":
         shutil.rmtree(expected, ignore_errors=True)
-        render(name, expected)
+        expected.mkdir(parents=True)
+        for path in render(name, tmp_path / "regen").iterdir():
+            shutil.copyfile(path, expected / (path.name + SUFFIX))
         pytest.fail("%s=1: regenerated %s with the working tree's code; review git diff, rerun without it"
                     % (REGEN_ENV, expected.relative_to(ROOT)))
     problem = differences(expected, render(name, tmp_path / "out"))
@@ -132,8 +138,8 @@ def test_report_files_match_golden(name, tmp_path):
 def test_golden_folder_has_every_report_file(name):
     expected = GOLDEN / name
     assert expected.is_dir(), "no golden files for %s: run with %s=1" % (name, REGEN_ENV)
-    assert tuple(sorted(p.name for p in expected.iterdir())) == FILES
-    assert all((expected / f).stat().st_size > 0 for f in FILES)
+    assert tuple(sorted(p.name for p in expected.iterdir())) == tuple(f + SUFFIX for f in FILES)
+    assert all((expected / (f + SUFFIX)).stat().st_size > 0 for f in FILES)
     assert sorted(report.OUTPUT_FILES.values()) == list(FILES)
 
 
