@@ -30,7 +30,8 @@ def column(key, label=None, formats=None, cell=None, field=None, csv=None, css=N
     if formats is None:
         formats = ALL if label is not None else (CSV,)
     if cell is None:
-        cell = lambda h, g, driver, k=key: _text(g[k])  # noqa: E731
+        def cell(h, g, driver, k=key):
+            return _text(g[k])
     return Column(key, label, tuple(formats), cell, key if field is None and csv is None else field, csv, css)
 
 

@@ -96,8 +96,9 @@ def expected_count(status, found, facts, gpu_count, expected, cpu_host):
         found = [as_intended(f) if f.get("code") in NO_GPU_CODES else f for f in found]
     if (expected is not None and facts and not facts.get("error") and gpu_count < expected
             and not any(f.get("code") == "gpu_count_low" for f in found)):
-        found = found + [{"code": "gpu_count_low", "severity": "critical", "gpu_index": None,
-                            "message": "%d GPU(s) visible, %d expected" % (gpu_count, expected)}]
+        low = {"code": "gpu_count_low", "severity": "critical", "gpu_index": None,
+               "message": "%d GPU(s) visible, %d expected" % (gpu_count, expected)}
+        found = found + [low]
         if status in ("ok", "degraded"):
             status = "failed"
     return status, found
