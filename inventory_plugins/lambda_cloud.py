@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Inventory plugin lambda_cloud: the instances of a Lambda Cloud account as Ansible hosts.
 
-Thin: options, HTTP through module_utils/gpufleet/providers.py (retries, errors), the host
-records it parses, and Constructable/Cacheable. The logic and its sources are in providers.py.
+Thin: options, HTTP through the package module_utils/gpufleet/providers/ (retries and errors in client.py),
+the host records it parses, and Constructable/Cacheable. The logic and its sources are in providers/lambda_cloud.py.
 """
 # ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
 

@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Inventory plugin vastai: the instances of a vast.ai account as Ansible hosts.
 
-Thin: options, HTTP through module_utils/gpufleet/providers.py (paging, retries, errors), the host
-records it parses, and Constructable/Cacheable. The logic and its sources are in providers.py.
+Thin: options, HTTP through the package module_utils/gpufleet/providers/ (paging in vastai.py, retries and
+errors in client.py), the host records it parses, and Constructable/Cacheable. The logic and its sources are
+in providers/vastai.py.
 """
 # ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
 

@@ -36,7 +36,7 @@ _NO_READINESS = {
 
 
 # ----------------------------------------------------------------------------- doctor findings in the checklist
-# The renter's-check findings of the doctor (doctor_rules.py) that answer a checklist question, by item. A finding
+# The renter's-check findings of the doctor (doctor_rules.RULES) that answer a checklist question, by item. A finding
 # turns its item to fail (critical) or warn (warning) and adds its message; the host's verdict comes from the same
 # findings through the report's action. Other doctor findings (a broken CUDA stack, Xid, ECC) are the host's status.
 DOCTOR_ITEMS = {

@@ -24,7 +24,7 @@ never read as "absent"):
                          "persistence_mode": bool|None, "remapped_rows_failure": bool|None}``.
 ``env``                  ``{"CUDA_VISIBLE_DEVICES": str, "LD_LIBRARY_PATH": str}``: a key is
                          present only when the variable is set.
-``cudatk``               ``cudatk.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH
+``cudatk``               ``cudalayout.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH
                          and ld.so.conf entries, problems).
 ``pci_gpus``             list of PCI addresses of NVIDIA display / 3D controllers under /sys/bus/pci
                          (class 03xx), or None when /sys/bus/pci could not be read. In a container
@@ -38,7 +38,7 @@ never read as "absent"):
                          read-only ({} = all opened; EPERM = the cgroup device rules deny them).
 ``shm_size_mib``         size of /dev/shm (int) or None.
 ``cgroup``               ``{"version": 1|2|None, "cpu_quota": CPUs|None, "cpu_max", "cpu_max_at", "pids_max":
-                         int|None, "pids_max_at", "visible_cpus": int|None}`` (doctor_probe.cgroup_limits); None
+                         int|None, "pids_max_at", "visible_cpus": int|None}`` (doctor_hostprobe.cgroup_limits); None
                          for a limit means "max" or no such file.
 ``gpu_state``            per GPU from NVML: ``{"index", "name", "minor_number", "memory_total_mib", "mig_mode":
                          "enabled"|"disabled"|None, "mig_devices": [{"name", "memory_total_mib"}]|None,

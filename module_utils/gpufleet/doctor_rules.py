@@ -161,7 +161,7 @@ RULES = [
           match=m_arch_missing_from_wheel,
           meaning="The torch wheel carries no kernels for this GPU's architecture (e.g. Blackwell sm_120 with a "
                   "cu121 wheel): is_available() may be True but kernels fail.",
-          remedy="Install a torch release/variant whose arch list covers the GPU (torchcompat.first_covering).",
+          remedy="Install a torch release/variant whose arch list covers the GPU (torcharch.first_covering).",
           source=REF + " sections 2.1, 3.1; " + TE + "no-kernel-image_*"),
     _rule(code="libcudart_not_found", severity="critical", remedy_class="fixable", blocks_cuda=True,
           match=m_libcudart_not_found,

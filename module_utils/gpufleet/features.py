@@ -2,7 +2,7 @@
 
 ``FEATURES`` is the table (one row per feature: lowest compute capability, source). Whether the
 torch wheel that roles/torch installs by default has kernels for the GPU comes from
-``torchcompat`` (its arch lists per release and variant), not from a copy here.
+``torchtable`` (its arch lists per release and variant) through ``torcharch.coverage``, not from a copy here.
 
 Note on the issue text: Transformer Engine does not need 9.0. Its support matrix lists BF16 from
 8.0 (Ampere) and FP8 (per-tensor scaling) from 8.9 (Ada); block-scaled FP8 needs 9.0 (Hopper) and

@@ -470,7 +470,7 @@ def _check(findings, prev, gpus, action):
 
 
 def assess(history, hosts):
-    """[(host entry, {"findings": [...], "check": checklist item})] for the report's host entries (report.py
+    """[(host entry, {"findings": [...], "check": checklist item})] for the report's host entries (report/model.py
     ``_host_entry`` rows, with their status and action). ``history`` None: kept by no one, every item
     "unknown". Reads only; the caller applies the findings."""
     if history is None:

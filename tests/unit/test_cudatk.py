@@ -1,4 +1,5 @@
-"""module_utils/gpufleet/cudatk.py on real temporary trees (real files, real symlinks) and recorded outputs.
+"""module_utils/gpufleet/cudatk.py and the modules split from it (cudaread, cudafind, cudalinks, cudalayout) on
+real temporary trees (real files, real symlinks) and recorded outputs.
 
 Layouts mirror what the vendors install: NVIDIA's packages put /usr/local/cuda-X.Y/targets/x86_64-linux/lib
 with lib64 -> targets/x86_64-linux/lib and /usr/local/cuda -> /etc/alternatives/cuda -> /usr/local/cuda-X.Y;

@@ -1,4 +1,4 @@
-"""The inventory plugins vastai, runpod and lambda_cloud, end to end, and module_utils/gpufleet/providers.py.
+"""The inventory plugins vastai, runpod and lambda_cloud, end to end, and module_utils/gpufleet/providers/.
 
 A local HTTP server (127.0.0.1, port 0) replays response shapes built from the providers' documented fields
 (tests/unit/data/providers/), the inventory configs point api_url at it, and the real ansible-inventory runs
@@ -358,7 +358,7 @@ def test_static_inventories_still_parse_with_the_plugins_enabled():
     assert "Failed to" not in err
 
 
-# ---------------------------------------------------------------------------------- providers.py, pure
+# ---------------------------------------------------------------------------------- providers/, pure
 
 def _vast(**fields):
     base = {"id": 1, "machine_id": 2, "actual_status": "running", "image_runtype": "ssh_direc ssh_proxy",

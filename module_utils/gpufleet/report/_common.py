@@ -53,8 +53,8 @@ OUTPUT_FILES = {
     "prometheus": "gpufleet.prom",
 }
 
-# The renter's checklist (module_utils/gpufleet/audit.py, docs/checklist.md): item keys and labels; the last item
-# is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
+# The renter's checklist (module_utils/gpufleet/checklist.py, docs/checklist.md): item keys and labels (checkitem.ITEMS,
+# read through audit); the last item is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
 CHECK_ITEMS = _audit.ITEMS + (_history.CHECK_ITEM,)
 CHECK_STATUSES = _audit.STATUSES
 

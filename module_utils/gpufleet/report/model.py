@@ -146,7 +146,7 @@ def _features_text(cc):
 
 
 def _checklist(result):
-    """The ten checklist items for a result (audit.checklist); unknown items if that fails."""
+    """The checklist items for a result (checklist.checklist, read through audit); unknown items if that fails."""
     try:
         return _audit.checklist(result)
     except Exception as exc:  # defensive: one odd result must not sink the fleet report
