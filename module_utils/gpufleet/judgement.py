@@ -31,6 +31,12 @@ ACTION_FIX = "fix here"
 ACTION_CHECK = "check access / rerun"
 KEEP = "keep"
 
+# The pre-check's steps, in order (playbooks/check.yml runs them and records each one's end under its name in
+# ``check.steps``; a failed step is recorded by its number, 1-based). The one list: the report's findings, these
+# lines and tests/unit/test_check_steps.py (which reads check.yml) take the names from here. A new step is
+# check.yml's tasks plus one entry here.
+CHECK_STEPS = ("connect", "environment", "probe")
+
 # Worst first: the worst action any finding calls for is the host's action.
 ACTION_ORDER = (ACTION_RETURN, ACTION_RESTART, ACTION_REBOOT, ACTION_FIX, ACTION_CHECK)
 # Worst first: the worst status any finding implies is the host's status ("ok" when none implies one).
@@ -309,7 +315,7 @@ def check_lines(summary):
         check = h.get("check") if isinstance(h.get("check"), dict) else {}
         steps = check.get("steps") if isinstance(check.get("steps"), dict) else {}
         times, before = [], 0.0
-        for name in ("connect", "environment", "probe"):
+        for name in CHECK_STEPS:
             at = steps.get(name)
             if isinstance(at, (int, float)):
                 times.append("%s %.1f s" % (name, at - before))

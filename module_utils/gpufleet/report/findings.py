@@ -30,7 +30,7 @@ finding = _judgement.finding
 RUN_FINAL = frozenset(["result_unreadable", "unreachable", "no_result"])
 
 # The pre-check's steps (playbooks/check.yml), by number.
-CHECK_STEPS = {1: "connect", 2: "environment", 3: "probe"}
+CHECK_STEPS = dict(enumerate(_judgement.CHECK_STEPS, 1))  # step number (check.yml's failed_step) -> name
 
 # A doctor finding's remedy class -> the host action it calls for.
 _REMEDY_ACTION = {"provider": ACTION_RETURN, "restart_container": ACTION_RESTART, "reboot": ACTION_REBOOT,
