@@ -16,7 +16,7 @@ import glob
 import os
 import time
 
-from . import doctor, facts, hostres, kmsg
+from . import doctor, facts, hostctx, hostres, kmsg
 from .doctor_childprobe import probe_cuinit, probe_torch
 from .doctor_hostprobe import (
     cgroup_limits,
@@ -46,16 +46,7 @@ class Host:
     def read(path, limit=1 << 20, tail=False):
         """Text of ``path`` (its last ``limit`` bytes with ``tail``); "" when it does not exist; None when
         it exists but cannot be read."""
-        try:
-            with open(path, "rb") as fh:
-                if tail:
-                    size = os.fstat(fh.fileno()).st_size
-                    fh.seek(max(0, size - limit))
-                return fh.read(limit).decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
-        except OSError:
-            return None
+        return hostctx.read_limited(path, limit, tail)
 
     @staticmethod
     def glob(pattern):

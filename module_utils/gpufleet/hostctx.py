@@ -4,8 +4,8 @@
 """How host-side code runs a command and reads a file on the host: the one runner and the shared readers.
 
 ``popen_runner`` is the command runner (``run(argv) -> (rc, stdout, stderr)``); ``Prefetch`` starts the commands
-of one gathering together, each in a thread. ``read_tail`` reads the end of a file; ``safe_call`` and
-``read_text`` are how the probes call an injected reader without raising.
+of one gathering together, each in a thread. ``read_limited`` reads the start or the end of a file (``read_tail``
+the end); ``safe_call`` and ``read_text`` are how the probes call an injected reader without raising.
 """
 
 import os
@@ -149,17 +149,24 @@ class Prefetch:
         return False
 
 
-def read_tail(path, limit):
-    """The last ``limit`` bytes of ``path`` as text; "" when it does not exist; None when it cannot be read."""
+def read_limited(path, limit, tail=False):
+    """The first ``limit`` bytes of ``path`` (the last with ``tail``) as text; "" when it does not exist; None when
+    it exists but cannot be read."""
     try:
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - limit))
+            if tail:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - limit))
             return fh.read(limit).decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
     except OSError:
         return None
+
+
+def read_tail(path, limit):
+    """The last ``limit`` bytes of ``path`` as text; "" when it does not exist; None when it cannot be read."""
+    return read_limited(path, limit, tail=True)
 
 
 # ----------------------------------------------------------------------------- injected readers
