@@ -26,33 +26,31 @@ CU_RESULTS = {
     999: "CUDA_ERROR_UNKNOWN",
 }
 
-# torch / CUDA error texts -> text codes (first match wins). Each pattern names the fixtures it was
-# written against. These are *text* codes: the rules below decide what they mean on this host.
-TORCH_ERROR_PATTERNS = [
-    ("error_802", re.compile(r"Error 802\b|error=802\b|\(802\)|system not yet initialized", re.I),
-     TE + "error-802_*.txt"),
-    ("error_804", re.compile(r"Error 804\b|error=804\b|forward compatibility was attempted on non supported HW",
-                             re.I), TE + "error-804_*.txt"),
-    ("driver_too_old", re.compile(r"NVIDIA driver on your system is too old", re.I),
-     TE + "driver-too-old_found-*.txt"),
-    ("no_nvidia_driver", re.compile(r"Found no NVIDIA driver on your system", re.I),
-     TE + "found-no-nvidia-driver_*.txt"),
-    ("devices_busy_or_unavailable", re.compile(r"(?:devices?|device\(s\)).{0,12}(?:is/are|are|is) busy or unavailable",
-                                               re.I), TE + "*busy-or-unavailable_*.txt"),
-    ("cuda_unknown_error", re.compile(r"CUDA unknown error|CUDA error: unknown error", re.I),
-     TE + "cuda-unknown-error_*.txt"),
-    ("no_kernel_image", re.compile(r"no kernel image is available|with CUDA capability sm_\d+ is not compatible "
-                                   r"with the current PyTorch installation", re.I), TE + "no-kernel-image_*.txt"),
-    ("libcudart_not_found", re.compile(r"libcudart\.so(?:\.[\d.]+)?: cannot open shared object file", re.I),
-     TE + "libcudart-so-12-cannot-open_*.txt"),
-    ("nvjitlink_symbol_mismatch", re.compile(r"undefined symbol: __nvJitLink\w*", re.I),
-     TE + "nvjitlink-undefined-symbol-*.txt; " + REF + " section 2.3"),
+# torch / CUDA error texts -> text codes (first match wins): the code, its pattern (matched ignoring case) and the
+# fixtures under torch_errors/ it was written against. These are *text* codes: the rules below decide what they
+# mean on this host.
+_PATTERN_TEXTS = [
+    ("error_802", r"Error 802\b|error=802\b|\(802\)|system not yet initialized", "error-802_*.txt"),
+    ("error_804", r"Error 804\b|error=804\b|forward compatibility was attempted on non supported HW",
+     "error-804_*.txt"),
+    ("driver_too_old", r"NVIDIA driver on your system is too old", "driver-too-old_found-*.txt"),
+    ("no_nvidia_driver", r"Found no NVIDIA driver on your system", "found-no-nvidia-driver_*.txt"),
+    ("devices_busy_or_unavailable", r"(?:devices?|device\(s\)).{0,12}(?:is/are|are|is) busy or unavailable",
+     "*busy-or-unavailable_*.txt"),
+    ("cuda_unknown_error", r"CUDA unknown error|CUDA error: unknown error", "cuda-unknown-error_*.txt"),
+    ("no_kernel_image", r"no kernel image is available|with CUDA capability sm_\d+ is not compatible "
+                        r"with the current PyTorch installation", "no-kernel-image_*.txt"),
+    ("libcudart_not_found", r"libcudart\.so(?:\.[\d.]+)?: cannot open shared object file",
+     "libcudart-so-12-cannot-open_*.txt"),
+    ("nvjitlink_symbol_mismatch", r"undefined symbol: __nvJitLink\w*",
+     "nvjitlink-undefined-symbol-*.txt; " + REF + " section 2.3"),
     # ldd of a pip nvidia-* library resolving a CUDA library from a system toolkit directory
-    ("cuda_library_shadowed", re.compile(r"(?:site|dist)-packages/[^\n]*nvidia/[^\n]*\n(?:[^\n]*\n)*?"
-                                         r"\s*lib(?:nvJitLink|cu\w+|cudart|nvrtc)\.so[.\d]* => "
-                                         r"(?![^\n]*(?:site|dist)-packages)[^\n]*cuda[^\n]*", re.I),
-     TE + "nvjitlink-shadowed-by-LD_LIBRARY_PATH-*.txt"),
+    ("cuda_library_shadowed", r"(?:site|dist)-packages/[^\n]*nvidia/[^\n]*\n(?:[^\n]*\n)*?"
+                              r"\s*lib(?:nvJitLink|cu\w+|cudart|nvrtc)\.so[.\d]* => "
+                              r"(?![^\n]*(?:site|dist)-packages)[^\n]*cuda[^\n]*",
+     "nvjitlink-shadowed-by-LD_LIBRARY_PATH-*.txt"),
 ]
+TORCH_ERROR_PATTERNS = [(code, re.compile(regex, re.I), TE + fixtures) for code, regex, fixtures in _PATTERN_TEXTS]
 
 _FOUND_VERSION_RE = re.compile(r"too old \(found version (\d+)\)", re.I)
 
