@@ -32,6 +32,18 @@ def m_cpu_only_wheel(v):
     return None
 
 
+def _text_and_cuinit(v, text_code, cuinit_code):
+    """{"torch_text": torch's text with ``text_code``, "cuinit_result": ``cuinit_code``}, each only where the
+    evidence has it: the two signs of one CUDA error."""
+    out = {}
+    hit = _text_hit(v, text_code)
+    if hit:
+        out["torch_text"] = hit[text_code]
+    if v.get("cuinit_result") == cuinit_code:
+        out["cuinit_result"] = cuinit_code
+    return out
+
+
 def m_wrong_variant_for_driver(v):
     out = {}
     text = _text_hit(v, "driver_too_old")
@@ -259,21 +271,12 @@ def m_error_802_fabric_manager(v):
     if state in (None, "running"):
         return None  # unknown FM state is not guessed; 802 then stays in "unknown"
     out = {"nvswitch_present": True, "fabric_manager": state}
-    hit = _text_hit(v, "error_802")
-    if hit:
-        out["torch_text"] = hit["error_802"]
-    if v.get("cuinit_result") == 802:
-        out["cuinit_result"] = 802
+    out.update(_text_and_cuinit(v, "error_802", 802))
     return out
 
 
 def m_error_804_forward_compat(v):
-    out = {}
-    hit = _text_hit(v, "error_804")
-    if hit:
-        out["torch_text"] = hit["error_804"]
-    if v.get("cuinit_result") == 804:
-        out["cuinit_result"] = 804
+    out = _text_and_cuinit(v, "error_804", 804)
     if not out:
         return None
     cu = v.get("cuinit") or {}
