@@ -41,6 +41,25 @@ XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9
 GPU_LABELS = ("gpu", "uuid", "name")
 G = GPU_LABELS
 
+# The plain per-GPU gauges (labels GPU_LABELS), name -> help, in the order METRICS writes them.
+GPU_GAUGES = {
+    "device_up": "1 when the GPU answered NVML, 0 when it did not (e.g. fallen off the bus).",
+    "utilization_ratio": "Share of the last sample period a kernel ran on the GPU (0-1).",
+    "memory_utilization_ratio": "Share of the last sample period device memory was read or written (0-1).",
+    "memory_used_bytes": "GPU memory in use, reserved memory included, in bytes.",
+    "memory_total_bytes": "GPU memory installed, in bytes.",
+    "temperature_celsius": "GPU core temperature in degrees Celsius.",
+    "power_draw_watts": "Power the board draws now, in watts.",
+    "power_limit_watts": "Power limit the driver enforces, in watts.",
+    "sm_clock_hertz": "Current SM clock in hertz.",
+    "sm_clock_max_hertz": "Maximum SM clock in hertz.",
+    "memory_clock_hertz": "Current memory clock in hertz.",
+    "pcie_link_generation": "Current PCIe link generation (drops at idle to save power).",
+    "pcie_link_max_generation": "Highest PCIe link generation this GPU and its slot allow.",
+    "pcie_link_width": "Current PCIe link width in lanes.",
+    "pcie_link_max_width": "Widest PCIe link this GPU and its slot allow, in lanes.",
+}
+
 # name -> (type, labels, help). Every metric the exporter can write, with its whole label set (the
 # exporter's rows of the table in docs/metrics.md; a test compares the two). A family is written
 # only when it has samples, with HELP/TYPE once per name.
@@ -56,22 +75,7 @@ METRICS = {
     "exporter_interval_seconds": ("gauge", (), "Seconds between two passes (--interval); staleness is judged by it."),
     "devices": ("gauge", (), "GPUs NVML counts, lost ones included."),
     "expected_devices": ("gauge", (), "GPUs rented on this host (--expected-gpus); absent when not given."),
-    "device_up": ("gauge", G, "1 when the GPU answered NVML, 0 when it did not (e.g. fallen off the bus)."),
-    "utilization_ratio": ("gauge", G, "Share of the last sample period a kernel ran on the GPU (0-1)."),
-    "memory_utilization_ratio": ("gauge", G,
-                                 "Share of the last sample period device memory was read or written (0-1)."),
-    "memory_used_bytes": ("gauge", G, "GPU memory in use, reserved memory included, in bytes."),
-    "memory_total_bytes": ("gauge", G, "GPU memory installed, in bytes."),
-    "temperature_celsius": ("gauge", G, "GPU core temperature in degrees Celsius."),
-    "power_draw_watts": ("gauge", G, "Power the board draws now, in watts."),
-    "power_limit_watts": ("gauge", G, "Power limit the driver enforces, in watts."),
-    "sm_clock_hertz": ("gauge", G, "Current SM clock in hertz."),
-    "sm_clock_max_hertz": ("gauge", G, "Maximum SM clock in hertz."),
-    "memory_clock_hertz": ("gauge", G, "Current memory clock in hertz."),
-    "pcie_link_generation": ("gauge", G, "Current PCIe link generation (drops at idle to save power)."),
-    "pcie_link_max_generation": ("gauge", G, "Highest PCIe link generation this GPU and its slot allow."),
-    "pcie_link_width": ("gauge", G, "Current PCIe link width in lanes."),
-    "pcie_link_max_width": ("gauge", G, "Widest PCIe link this GPU and its slot allow, in lanes."),
+    **{name: ("gauge", G, help_text) for name, help_text in GPU_GAUGES.items()},
     "clock_event_reason": ("gauge", G + ("reason",), "1 when this clocks event (throttle) reason is active, else 0."),
     "ecc_errors_total": ("counter", G + ("error_type", "counter"),
                          "ECC errors, by error_type (corrected, uncorrected) and counter (volatile, aggregate)."),
