@@ -11,6 +11,8 @@ Plain Python, no Ansible: a package listing in, findings out; text in, text out.
 import json
 import re
 
+from .tablerow import table_row
+
 REFERENCE = "shared/reference/security-reliability.md"
 _S41 = REFERENCE + " section 4.1"
 _S42 = REFERENCE + " section 4.2"
@@ -44,12 +46,7 @@ _CVE_FIELDS = ("cve", "fixed", "summary", "confidence", "source")
 
 
 def _cve(**kw):
-    row = dict.fromkeys(_CVE_FIELDS)
-    unknown = set(kw) - set(_CVE_FIELDS)
-    if unknown:
-        raise ValueError("unknown CVE fields: %s" % sorted(unknown))
-    row.update(kw)
-    return row
+    return table_row(_CVE_FIELDS, "CVE", kw)
 
 
 # ``fixed`` None: the reference has no verified fixed version.

@@ -52,6 +52,7 @@ HOST = {
     "nvml": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate",
     "nvsmi": "gpu_facts, cuda_toolkits, gpu_doctor, gpu_gate (through nvml and facts)",
     "specs": "gpu_gate, and every module that reads nvml",
+    "tablerow": "the reference tables' row builder: specs, torchtable, ctk (and who ships them)",
     "torcharch": "GPU arches and kernel coverage: gpu_doctor, gpu_gate (through doctor_rules), torch_variant",
     "torchcheck": "installed-torch and install-request checks: torch_variant",
     "torchcompat": "the torch build chooser (solve): torch_variant, torch_target (through torchtarget)",

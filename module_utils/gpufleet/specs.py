@@ -20,6 +20,8 @@ Conventions
 
 import re
 
+from .tablerow import table_row
+
 REFERENCE = "shared/reference/gpu-performance.md"
 
 _FIELDS = (
@@ -31,12 +33,7 @@ _FIELDS = (
 
 
 def _row(**kw):
-    row = dict.fromkeys(_FIELDS)
-    unknown = set(kw) - set(_FIELDS)
-    if unknown:
-        raise ValueError("unknown spec fields: %s" % sorted(unknown))
-    row.update(kw)
-    return row
+    return table_row(_FIELDS, "spec", kw)
 
 
 _S12 = REFERENCE + " section 1.2"

@@ -28,6 +28,8 @@ Conventions
 * ``confidence``: V checked in a primary source, S secondary, U unverified.
 """
 
+from .tablerow import table_row
+
 _S31 = "pytorch/pytorch RELEASE.md, Release Compatibility Matrix (https://github.com/pytorch/pytorch/blob/main/RELEASE.md)"
 _S32 = ("CUDA Toolkit release notes, toolkit driver table (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/), "
         "and the CUDA Compatibility guide (https://docs.nvidia.com/deploy/cuda-compatibility/)")
@@ -47,12 +49,7 @@ _CUDA_FIELDS = ("variant", "cuda", "toolkit", "strict_driver", "minor_floor", "c
 
 
 def _cuda(**kw):
-    row = dict.fromkeys(_CUDA_FIELDS)
-    unknown = set(kw) - set(_CUDA_FIELDS)
-    if unknown:
-        raise ValueError("unknown CUDA fields: %s" % sorted(unknown))
-    row.update(kw)
-    return row
+    return table_row(_CUDA_FIELDS, "CUDA", kw)
 
 
 CUDA_VARIANTS = {r["variant"]: r for r in [
@@ -87,11 +84,7 @@ _REL_FIELDS = ("series", "patch", "python_min", "python_max", "python_experiment
 
 
 def _release(**kw):
-    row = dict.fromkeys(_REL_FIELDS)
-    unknown = set(kw) - set(_REL_FIELDS)
-    if unknown:
-        raise ValueError("unknown release fields: %s" % sorted(unknown))
-    row.update(kw)
+    row = table_row(_REL_FIELDS, "release", kw)
     row.setdefault("python_experimental", ())
     if row["python_experimental"] is None:
         row["python_experimental"] = ()
@@ -147,11 +140,7 @@ _WHEEL_FIELDS = ("torch", "variant", "status", "arches", "ptx", "confidence", "s
 
 
 def _wheel(**kw):
-    row = dict.fromkeys(_WHEEL_FIELDS)
-    unknown = set(kw) - set(_WHEEL_FIELDS)
-    if unknown:
-        raise ValueError("unknown wheel fields: %s" % sorted(unknown))
-    row.update(kw)
+    row = table_row(_WHEEL_FIELDS, "wheel", kw)
     if row["ptx"] is None:
         row["ptx"] = ()
     return row
