@@ -254,6 +254,16 @@ def parse_daemon_json(text):
     return data
 
 
+def _object_member(config, key):
+    """``config[key]``, an object ({} when absent); DaemonJsonError when it is anything else."""
+    value = config.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DaemonJsonError("daemon.json '%s' is a %s, not an object: not touching it" % (key, type(value).__name__))
+    return value
+
+
 def merge_daemon_json(existing_text, runtime_path=DEFAULT_RUNTIME_PATH, set_default=False, runtime_name="nvidia",
                       enable_cdi=False):
     """Merge the NVIDIA runtime into daemon.json the way ``nvidia-ctk runtime configure --runtime=docker`` does.
@@ -268,23 +278,13 @@ def merge_daemon_json(existing_text, runtime_path=DEFAULT_RUNTIME_PATH, set_defa
         raise DaemonJsonError("runtime_path and runtime_name must be non-empty")
     config = parse_daemon_json(existing_text)
     merged = json.loads(json.dumps(config))  # deep copy
-    runtimes = merged.get("runtimes")
-    if runtimes is None:
-        runtimes = {}
-    elif not isinstance(runtimes, dict):
-        raise DaemonJsonError("daemon.json 'runtimes' is a %s, not an object: not touching it"
-                              % type(runtimes).__name__)
+    runtimes = _object_member(merged, "runtimes")
     runtimes[runtime_name] = {"path": runtime_path, "args": []}
     merged["runtimes"] = runtimes
     if set_default:
         merged["default-runtime"] = runtime_name
     if enable_cdi:
-        features = merged.get("features")
-        if features is None:
-            features = {}
-        elif not isinstance(features, dict):
-            raise DaemonJsonError("daemon.json 'features' is a %s, not an object: not touching it"
-                                  % type(features).__name__)
+        features = _object_member(merged, "features")
         features["cdi"] = True
         merged["features"] = features
     if merged == config:  # only possible when the file already holds the runtime
