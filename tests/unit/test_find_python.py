@@ -101,6 +101,12 @@ def foreign_torch(out, host):
     return [e["python"] for e in out.get("envs", []) if e["torch"] and not e["python"].startswith(str(host.tmp))]
 
 
+def assert_torch_in(out, python, kind):
+    """find-python judged ``python`` the one with torch, and found it as ``kind``."""
+    assert out["torch"] == python
+    assert by_python(out)[python]["kind"] == kind
+
+
 @pytest.fixture
 def host(tmp_path):
     return Host(tmp_path)
@@ -136,30 +142,24 @@ def test_vast_venv_activated_only_by_bashrc_is_the_renters_torch(host):
     assert envs[str(host.path("/opt/miniforge3/bin/python"))]["torch"] is None
 
 
-def test_a_venv_anywhere_that_bashrc_activates_is_found(host):
+@pytest.mark.parametrize("where, torch, line", [
     # No search list holds ~/work/.env: only the login shell can name it.
-    venv = host.env(host.home / "work" / ".env", torch="2.4.0")
-    host.bashrc(f"source {venv}/bin/activate\n")
-    out = host.run()
-    assert out["torch"] == f"{venv}/bin/python3"
-    assert by_python(out)[out["torch"]]["kind"] == "login_shell"
-
-
-def test_conda_initialised_in_bashrc_puts_opt_conda_on_the_login_path(host):
+    ("~/work/.env", "2.4.0", "source {env}/bin/activate\n"),
     # `conda init` writes its block into ~/.bashrc: /opt/conda/bin is on the PATH of interactive shells only.
-    conda = host.env("/opt/conda", torch="2.3.1+cu121")
-    host.bashrc(f'export PATH="{conda}/bin:$PATH"\n')
+    ("/opt/conda", "2.3.1+cu121", 'export PATH="{env}/bin:$PATH"\n'),
+], ids=["a_venv_anywhere_that_bashrc_activates", "conda_initialised_in_bashrc_puts_opt_conda_on_the_login_path"])
+def test_an_environment_only_bashrc_names_is_found_on_the_login_path(host, where, torch, line):
+    env = host.env(host.home / where[2:] if where.startswith("~/") else where, torch=torch)
+    host.bashrc(line.format(env=env))
     out = host.run()
-    assert out["torch"] == f"{conda}/bin/python3"
-    assert by_python(out)[out["torch"]]["kind"] == "login_shell"
+    assert_torch_in(out, f"{env}/bin/python3", "login_shell")
 
 
 def test_pytorch_image_opt_conda_that_no_login_path_holds(host):
     # pytorch/pytorch: /opt/conda/bin is on the image's ENV PATH, which an SSH login does not get.
     conda = host.env("/opt/conda", torch="2.5.1+cu124")
     out = host.run()
-    assert out["torch"] == f"{conda}/bin/python"
-    assert by_python(out)[out["torch"]]["kind"] == "conda"
+    assert_torch_in(out, f"{conda}/bin/python", "conda")
     assert "the first environment with torch in the search order is the conda Python" in out["judged"]["why"]
 
 
@@ -174,8 +174,7 @@ def test_conda_env_list_names_envs_outside_the_usual_places(host):
     )
     (conda / "bin" / "conda").chmod(0o755)
     out = host.run()
-    assert out["torch"] == f"{train}/bin/python"
-    assert by_python(out)[out["torch"]]["kind"] == "conda"
+    assert_torch_in(out, f"{train}/bin/python", "conda")
 
 
 def test_system_python_with_torch(host):
@@ -185,8 +184,7 @@ def test_system_python_with_torch(host):
     out = host.run()
     if foreign_torch(out, host):
         pytest.skip(f"this machine's own Python has torch: {foreign_torch(out, host)}")
-    assert out["torch"] == f"{system}/bin/python3"
-    assert by_python(out)[out["torch"]]["kind"] == "system"
+    assert_torch_in(out, f"{system}/bin/python3", "system")
 
 
 def test_login_path_python_is_the_system_python_with_torch(host):
@@ -195,8 +193,7 @@ def test_login_path_python_is_the_system_python_with_torch(host):
     (host.home / ".profile").write_text(f'PATH="{system}/bin:$PATH"\n' + UBUNTU_ROOT_PROFILE)
     host.bashrc('cat /etc/hostname\necho -e "For detailed documentation and guides, please visit"\n')
     out = host.run()
-    assert out["torch"] == f"{system}/bin/python3"
-    assert by_python(out)[out["torch"]]["kind"] == "login_shell"
+    assert_torch_in(out, f"{system}/bin/python3", "login_shell")
 
 
 def test_no_torch_anywhere(host):
