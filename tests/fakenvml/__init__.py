@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -16,6 +17,8 @@ SOURCE = HERE / "fake_nvml.c"
 PROFILES_DIR = HERE / "profiles"
 LIBRARY_NAME = "libnvidia-ml.so.1"
 PROFILE_ENV = "GPUFLEET_FAKE_NVML_PROFILE"
+# Why a test that loads the fake library is skipped where ``usable`` is False (pytest's skipif reason).
+NEEDS = "needs Linux, a C compiler and nvidia-ml-py in the project venv"
 
 CFLAGS = [
     "-std=c99",
@@ -102,6 +105,19 @@ SUB_KEYS = {
 }
 
 
+def _compiler(cc=None):
+    return cc or os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+
+
+def usable(python):
+    """Whether the fake library can be built here and loaded by ``python``'s pynvml: Linux, a C compiler (the one
+    ``build`` takes) and nvidia-ml-py importable by ``python``."""
+    if not sys.platform.startswith("linux") or not _compiler():
+        return False
+    proc = subprocess.run([str(python), "-c", "import pynvml"], capture_output=True, timeout=30, check=False)
+    return proc.returncode == 0
+
+
 def build(outdir, cc=None):
     """Compile fake_nvml.c into OUTDIR/libnvidia-ml.so.1 and return that path.
 
@@ -110,7 +126,7 @@ def build(outdir, cc=None):
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    compiler = cc or os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    compiler = _compiler(cc)
     if not compiler:
         raise RuntimeError("no C compiler found (set CC or install gcc)")
     target = outdir / LIBRARY_NAME

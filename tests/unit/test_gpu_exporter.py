@@ -34,12 +34,7 @@ HEALTHY = ("h100-sxm-8x-nvswitch", "rtx4090-riser-x4", "h200-1x")
 INIT_FAILS = {"no-driver": "driver_not_loaded", "driver-mismatch": "lib_rm_version_mismatch",
               "no-permission": "no_permission"}
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux")
-    or not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
-    or subprocess.run([str(PYTHON), "-c", "import pynvml"], capture_output=True, check=False).returncode != 0,
-    reason="needs Linux, a C compiler and nvidia-ml-py in the project venv",
-)
+pytestmark = pytest.mark.skipif(not fakenvml.usable(PYTHON), reason=fakenvml.NEEDS)
 
 
 def _load_module():

@@ -8,7 +8,6 @@ own subprocess. Every expected value is read from the profile JSON, not repeated
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,17 +31,7 @@ INIT_FAILS = {
 }
 
 
-def _has_pynvml(python):
-    proc = subprocess.run([str(python), "-c", "import pynvml"], capture_output=True, timeout=30, check=False)
-    return proc.returncode == 0
-
-
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux")
-    or not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
-    or not _has_pynvml(PYTHON),
-    reason="needs Linux, a C compiler and nvidia-ml-py in the project venv",
-)
+pytestmark = pytest.mark.skipif(not fakenvml.usable(PYTHON), reason=fakenvml.NEEDS)
 
 # Runs in the subprocess. nvidia-smi is "not installed" (rc 127), so there is no fallback:
 # everything in the output came through pynvml and the fake library.

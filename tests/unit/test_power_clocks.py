@@ -9,7 +9,6 @@ fires on its bad case and on no baseline: the healthy fake NVML profiles and eve
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -219,17 +218,7 @@ def _smi(data):
 # ------------------------------------------------------------------------------ NVML path
 
 
-def _has_pynvml(python):
-    proc = subprocess.run([str(python), "-c", "import pynvml"], capture_output=True, timeout=30, check=False)
-    return proc.returncode == 0
-
-
-needs_fake_nvml = pytest.mark.skipif(
-    not sys.platform.startswith("linux")
-    or not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
-    or not _has_pynvml(PYTHON),
-    reason="needs Linux, a C compiler and nvidia-ml-py in the project venv",
-)
+needs_fake_nvml = pytest.mark.skipif(not fakenvml.usable(PYTHON), reason=fakenvml.NEEDS)
 
 # Runs in a subprocess (pynvml keeps the loaded library per process); nvidia-smi is "not installed".
 COLLECT = r"""
