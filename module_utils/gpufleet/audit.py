@@ -15,8 +15,8 @@ version ranges apply only where no distro row (or the package's changelog) decid
 the target Python, else the pre-check's judged environment, else the gpufleet venv's packages) against the sourced
 advisory table in ``torch_advisories``: warn (never fail) with each open advisory and its fixed release.
 
-The checklist's other names (``checklist``, ``ITEMS``, ``torch_cuda`` ...) were this module's before the split and
-are still read as ``audit.<name>`` (the report, tests): ``__getattr__`` below hands them over from checklist.py.
+The checklist's other items and its assembly live in checklist.py, checklist_gpu.py, checklist_host.py and
+checkitem.py (split out of this module, issue 38); their users import them from there.
 Plain Python >= 3.8, stdlib only.
 """
 
@@ -426,12 +426,3 @@ def torch_advisories_item(result):
         if len(_ADVISORY_CACHE) < 10000:
             _ADVISORY_CACHE[key] = hit
     return hit
-
-
-def __getattr__(name):
-    """The checklist's names as ``audit.<name>``, from checklist.py (imported here on first use: it imports audit)."""
-    from . import checklist as _checklist
-    try:
-        return getattr(_checklist, name)
-    except AttributeError:
-        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None

@@ -13,7 +13,7 @@ import json
 import types
 
 import pytest
-from gpufleet import audit, hostready
+from gpufleet import audit, checkitem, checklist, checklist_gpu, checklist_host, hostready
 
 from tests.unit.doubles import FIXTURES
 
@@ -143,8 +143,8 @@ def h100(torch=TORCH, **kw):
 
 
 def test_checklist_has_eleven_items_from_facts():
-    c = audit.checklist(h100(ctk="nvidia-container-toolkit\t1.17.8-1\tii \n"))
-    assert [k for k, _ in audit.ITEMS] == list(c) and len(c) == 11
+    c = checklist.checklist(h100(ctk="nvidia-container-toolkit\t1.17.8-1\tii \n"))
+    assert [k for k, _ in checkitem.ITEMS] == list(c) and len(c) == 11
     assert c["torch_cuda"]["status"] == "ok" and "torch 2.5.1+cu121 (CUDA 12.1)" in c["torch_cuda"]["summary"]
     assert c["cudnn"] == {"status": "ok", "summary": "cuDNN 9.1.0 loadable by torch", "reason": None}
     assert c["capacity"]["summary"].startswith("inference fp16/bf16 up to 32B (256.5B over 8 GPUs)")
@@ -161,11 +161,11 @@ def test_checklist_has_eleven_items_from_facts():
 
 def test_checklist_without_doctor_or_readiness_says_unknown_with_reason():
     r = report_result("gpu-h100-01.json")
-    c = audit.checklist(r)
+    c = checklist.checklist(r)
     for key in ("torch_cuda", "cudnn", "access", "packages", "monitoring", "security"):
         assert c[key]["status"] == "unknown" and c[key]["reason"], key
     assert c["capacity"]["status"] == "ok" and c["features"]["status"] == "ok"
-    none = audit.checklist(report_result("gpu-unreach-05.json"))
+    none = checklist.checklist(report_result("gpu-unreach-05.json"))
     assert {v["status"] for v in none.values()} == {"unknown"}
     assert none["capacity"]["reason"] == "no GPU facts in the result"
 
@@ -180,7 +180,7 @@ def test_checklist_without_doctor_or_readiness_says_unknown_with_reason():
 ])
 def test_torch_cuda_match(change, status, text):
     torch = dict(TORCH, **change)
-    item = audit.torch_cuda(torch, report_result("gpu-h100-01.json")["gpu"])
+    item = checklist_gpu.torch_cuda(torch, report_result("gpu-h100-01.json")["gpu"])
     assert item["status"] == status and text in item["summary"]
 
 
@@ -188,7 +188,7 @@ def test_cudnn_missing_and_shm_small():
     torch = dict(TORCH, cudnn_version=None, nccl_version=None, torchrun=None)
     r = h100(torch)
     r["gpu"]["host"]["shm_size_mib"] = 64
-    c = audit.checklist(r)
+    c = checklist.checklist(r)
     assert c["cudnn"]["status"] == "fail" and "not loadable" in c["cudnn"]["summary"]
     assert c["multi_gpu"]["status"] == "fail"
     assert "/dev/shm 64 MiB (< 1024 MiB" in c["multi_gpu"]["summary"]  # noqa: S108 - report text
@@ -196,11 +196,11 @@ def test_cudnn_missing_and_shm_small():
 
 
 def test_monitoring_stale_and_absent():
-    assert audit.monitoring(readiness(textfile_age=3600))["status"] == "warn"
+    assert checklist_host.monitoring(readiness(textfile_age=3600))["status"] == "warn"
     r = readiness()
     r["monitoring"] = {"textfile": hostready.MONITORING_TEXTFILE, "textfile_age_s": None, "program": None,
                        "reason": "%s absent" % hostready.MONITORING_TEXTFILE}
-    item = audit.monitoring(r)
+    item = checklist_host.monitoring(r)
     assert item["status"] == "fail"
     assert item["summary"] == ("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom (absent); "
                                "the gpu_monitoring role writes it; exporter program not seen in supervisord")
@@ -211,7 +211,7 @@ def test_monitoring_says_what_it_saw_not_that_a_role_was_not_applied():
     r = readiness()
     r["monitoring"] = {"textfile": hostready.MONITORING_TEXTFILE, "textfile_age_s": None, "program": "RUNNING",
                        "reason": "stat %s: [Errno 13] Permission denied" % hostready.MONITORING_TEXTFILE}
-    item = audit.monitoring(r)
+    item = checklist_host.monitoring(r)
     assert item["status"] == "fail" and "not applied" not in item["summary"]
     assert item["summary"].startswith("no exporter textfile at /var/lib/gpufleet/textfile/gpufleet_gpu.prom "
                                       "(stat /var/lib/gpufleet/textfile/gpufleet_gpu.prom: [Errno 13] Permission "
@@ -222,7 +222,7 @@ def test_monitoring_says_what_it_saw_not_that_a_role_was_not_applied():
 def test_packages_without_the_venv_say_how_to_install_it():
     r = readiness()
     r["venv"] = {"path": "/opt/gpufleet/venv", "exists": False, "python": None, "packages": {}}
-    item = audit.packages(r)
+    item = checklist_host.packages(r)
     assert item["status"] == "warn" and "not applied" not in item["summary"]
     assert item["summary"] == "gpufleet venv /opt/gpufleet/venv absent: install it with the torch role"
 
@@ -231,25 +231,25 @@ def test_packages_of_the_renters_environment_are_named():
     """vast.ai's layout: the torch role acted on /venv/main, and facts.yml listed that environment's packages."""
     r = readiness()
     r["venv"] = {"path": "/venv/main", "exists": True, "python": "3.12", "packages": {"torch": "2.5.1+cu121"}}
-    item = audit.packages(r)
+    item = checklist_host.packages(r)
     assert item["status"] == "warn"
     assert item["summary"] == ("in /venv/main: torch 2.5.1+cu121; missing: transformers, datasets, accelerate, tqdm "
                                "(role torch: torch_extra_packages)")
     r["venv"] = {"path": "/venv/main", "exists": False, "python": None, "packages": {}}
-    assert audit.packages(r)["summary"] == "environment /venv/main absent (the torch target of the last run)"
+    assert checklist_host.packages(r)["summary"] == "environment /venv/main absent (the torch target of the last run)"
     r["venv"] = {"path": "/opt/gpufleet/venv", "exists": True, "python": "3.11", "packages": {"torch": "2.13.0+cpu"}}
-    assert audit.packages(r)["summary"].startswith("torch 2.13.0+cpu; missing:")
+    assert checklist_host.packages(r)["summary"].startswith("torch 2.13.0+cpu; missing:")
 
 
 @pytest.mark.parametrize(("value", "text"), [(90100, "9.1.0"), (8902, "8.9.2"), (None, None), (True, None)])
 def test_cudnn_text(value, text):
-    assert audit.cudnn_text(value) == text
+    assert checklist_gpu.cudnn_text(value) == text
 
 
 # ----------------------------------------------------------------------------- CPU hosts by intent
 def test_cpu_host_by_intent_is_judged_as_a_cpu_host():
     # tests/fixtures/report/cpu-box-09.json: gpu_facts and the doctor on a CPU container, expected_gpu_count 0
-    c = audit.checklist(report_result("cpu-box-09.json"))
+    c = checklist.checklist(report_result("cpu-box-09.json"))
     assert c["torch_cuda"] == {"status": "ok", "summary": "torch 2.13.0+cpu is a CPU build, as intended for a CPU host",
                                "reason": None}
     assert c["cudnn"]["status"] == "ok" and "not needed on a CPU host" in c["cudnn"]["summary"]
@@ -265,9 +265,9 @@ def test_cpu_host_by_intent_is_judged_as_a_cpu_host():
 def test_cpu_host_intent_from_inventory_text_and_unset_keeps_the_gpu_rules():
     r = report_result("cpu-box-09.json")
     r["expected_gpu_count"] = "0"  # inventory vars may reach the result as text
-    assert audit.checklist(r)["torch_cuda"]["status"] == "ok"
+    assert checklist.checklist(r)["torch_cuda"]["status"] == "ok"
     r["expected_gpu_count"] = None  # intent unknown: a CPU build where GPUs may be rented is a failure
-    c = audit.checklist(r)
+    c = checklist.checklist(r)
     assert c["torch_cuda"]["status"] == "fail" and "CPU build" in c["torch_cuda"]["summary"]
     assert c["cudnn"]["status"] == "fail"
     assert c["monitoring"]["status"] == "fail" and "the gpu_monitoring role writes it" in c["monitoring"]["summary"]
@@ -276,26 +276,26 @@ def test_cpu_host_intent_from_inventory_text_and_unset_keeps_the_gpu_rules():
 
 def test_cuda_torch_on_a_cpu_host_warns_and_says_how_to_fix():
     torch = dict(TORCH, is_available=False, device_count=0)
-    item = audit.torch_cuda(torch, report_result("cpu-box-09.json")["gpu"], cpu_host=True)
+    item = checklist_gpu.torch_cuda(torch, report_result("cpu-box-09.json")["gpu"], cpu_host=True)
     assert item["status"] == "warn" and "CUDA build (CUDA 12.1) on a CPU host" in item["summary"]
     assert "torch_cuda_variant: cpu" in item["summary"]
     r = report_result("cpu-box-09.json")
     r["doctor"]["evidence"]["torch"] = {"importable": False, "import_error": "No module named 'torch'"}
-    assert audit.checklist(r)["torch_cuda"]["status"] == "fail"  # a CPU host still needs a working torch
+    assert checklist.checklist(r)["torch_cuda"]["status"] == "fail"  # a CPU host still needs a working torch
 
 
 @pytest.mark.parametrize(("value", "count"), [(0, 0), ("0", 0), (" 8 ", 8), (None, None), ("none", None),
                                               (True, None), (float("nan"), None)])
 def test_expected_gpu_count(value, count):
-    assert audit.expected_gpu_count({"expected_gpu_count": value}) == count
+    assert checkitem.expected_gpu_count({"expected_gpu_count": value}) == count
 
 
 def test_no_torch_says_what_the_doctor_found_not_that_it_did_not_run():
     r = report_result("cpu-box-09.json")
     r["doctor"]["evidence"].update(torch=None, torch_skipped="torch is not installed in /opt/gpufleet/venv/bin/python")
-    c = audit.checklist(r)
+    c = checklist.checklist(r)
     assert c["torch_cuda"]["status"] == "unknown"
     assert c["torch_cuda"]["reason"] == "no torch to check: torch is not installed in /opt/gpufleet/venv/bin/python"
     assert c["cudnn"]["status"] == "ok"  # a CPU host needs no cuDNN, torch or not
     r["doctor"] = None
-    assert audit.checklist(r)["torch_cuda"]["reason"] == "no doctor evidence about torch (run the doctor)"
+    assert checklist.checklist(r)["torch_cuda"]["reason"] == "no doctor evidence about torch (run the doctor)"

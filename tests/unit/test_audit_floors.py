@@ -17,7 +17,7 @@ import shutil
 import subprocess
 
 import pytest
-from gpufleet import audit
+from gpufleet import audit, checklist
 
 from tests.unit.test_audit import h100
 
@@ -145,11 +145,11 @@ def test_checklist_passes_the_hosts_os_release():
     r = h100()
     r["gpu"]["host"]["os"] = copy.deepcopy(UBUNTU2204)
     r["gpu"]["readiness"]["sshd"].update(version="8.9p1", package_version="1:8.9p1-3ubuntu0.7")
-    item = audit.checklist(r)["security"]
+    item = checklist.checklist(r)["security"]
     f = next(x for x in item["findings"] if x["code"] == "openssh_regresshion")
     assert f["status"] == "affected" and "USN-6859-1" in f["message"] and item["status"] == "fail"
     r["gpu"]["readiness"]["sshd"]["package_version"] = "1:8.9p1-3ubuntu0.10"
-    item = audit.checklist(r)["security"]
+    item = checklist.checklist(r)["security"]
     assert "openssh_regresshion" not in {x["code"] for x in item["findings"]}
 
 

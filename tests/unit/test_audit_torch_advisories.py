@@ -11,7 +11,7 @@ import io
 import json
 
 import pytest
-from gpufleet import audit, report, torch_advisories
+from gpufleet import audit, checkitem, checklist, report, torch_advisories
 
 from tests.unit.doubles import FIXTURES
 
@@ -41,11 +41,11 @@ def without_torch(r):
 
 
 def item(r):
-    return audit.checklist(r)["torch_advisories"]
+    return checklist.checklist(r)["torch_advisories"]
 
 
 def test_the_item_is_in_the_checklist_after_security_and_before_history():
-    assert ("torch_advisories", "torch security advisories") in audit.ITEMS
+    assert ("torch_advisories", "torch security advisories") in checkitem.ITEMS
     keys = [k for k, _ in report.CHECK_ITEMS]
     assert keys.index("torch_advisories") == keys.index("security") + 1 and keys[-1] == "history"
     assert "check_torch_advisories" in report.CSV_COLUMNS
@@ -93,7 +93,7 @@ def test_no_torch_anywhere_is_unknown_and_says_so():
     assert "doctor: torch is not installed in /opt/gpufleet/venv/bin/python" in got["reason"]
     bare = item(result("gpu-h100-01.json"))  # facts, no doctor evidence, no readiness: nothing names a torch
     assert bare["status"] == "unknown" and bare["summary"].startswith("no torch found to check") and bare["reason"]
-    unreachable = audit.checklist(result("gpu-unreach-05.json"))["torch_advisories"]
+    unreachable = checklist.checklist(result("gpu-unreach-05.json"))["torch_advisories"]
     assert unreachable["status"] == "unknown" and unreachable["summary"].startswith("no torch found to check")
 
 

@@ -15,7 +15,15 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import audit, doctor, doctor_hostprobe, doctor_match_renter, doctor_nvmlprobe, doctor_probe, doctor_rules
+from gpufleet import (
+    checklist,
+    doctor,
+    doctor_hostprobe,
+    doctor_match_renter,
+    doctor_nvmlprobe,
+    doctor_probe,
+    doctor_rules,
+)
 from test_audit import TORCH, h100
 from test_doctor import PROC_MODULES, codes, healthy
 from test_doctor_probe import FakeHost, gpu_host
@@ -172,12 +180,12 @@ def test_renter_rule_is_quiet_on_both_baselines(code):
 @pytest.mark.parametrize("code", sorted(RENTER_CASES))
 def test_renter_finding_shows_in_its_checklist_item(code):
     """The host a renter reads about: the finding turns its checklist item and says what to do."""
-    clean = audit.checklist(h100())
+    clean = checklist.checklist(h100())
     r = h100()
     r["doctor"] = doctor.diagnose(RENTER_CASES[code]())
     r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}  # the item's own facts stay those of a good host
-    c = audit.checklist(r)
-    key = audit.DOCTOR_ITEMS[code]
+    c = checklist.checklist(r)
+    key = checklist.DOCTOR_ITEMS[code]
     f = finding(r["doctor"], code)
     want = "fail" if f["severity"] == "critical" else "warn"
     assert c[key]["status"] == want, c[key]
@@ -205,10 +213,10 @@ WANT_TEXT = {
 def test_shm_finding_on_an_item_that_already_says_so_adds_no_second_line():
     r = h100()
     r["gpu"]["host"]["shm_size_mib"] = 64
-    alone = audit.checklist(r)["multi_gpu"]
+    alone = checklist.checklist(r)["multi_gpu"]
     r["doctor"] = doctor.diagnose(ev_shm())
     r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}
-    item = audit.checklist(r)["multi_gpu"]
+    item = checklist.checklist(r)["multi_gpu"]
     assert item["status"] == alone["status"] == "fail" and item["summary"] == alone["summary"]
     assert item["doctor_codes"] == ["shm_too_small"]
 
@@ -217,7 +225,7 @@ def test_the_baseline_doctor_result_changes_no_item():
     r = h100()
     r["doctor"] = doctor.diagnose(baseline())
     r["doctor"]["evidence"] = {"torch": copy.deepcopy(TORCH)}
-    assert audit.checklist(r) == audit.checklist(h100())
+    assert checklist.checklist(r) == checklist.checklist(h100())
 
 
 def test_every_class_of_the_issue_is_used():

@@ -3,7 +3,7 @@
 import datetime
 import math
 
-from .. import audit as _audit
+from .. import checkitem as _checkitem
 from .. import history as _history
 from .. import judgement as _judgement
 
@@ -55,8 +55,8 @@ OUTPUT_FILES = {
 
 # The renter's checklist (module_utils/gpufleet/checklist.py, docs/checklist.md): item keys and labels (checkitem.ITEMS,
 # read through audit); the last item is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
-CHECK_ITEMS = _audit.ITEMS + (_history.CHECK_ITEM,)
-CHECK_STATUSES = _audit.STATUSES
+CHECK_ITEMS = _checkitem.ITEMS + (_history.CHECK_ITEM,)
+CHECK_STATUSES = _checkitem.STATUSES
 
 
 class ReportInputError(Exception):

@@ -6,10 +6,11 @@ read nothing else. The evidence becomes findings (``judgement``: findings.py, on
 ``decide`` turns them into the host's status, action, verdict and reasons: nothing here sets those.
 """
 
-from .. import audit as _audit
+from .. import checkitem as _checkitem
 from .. import features as _features
 from .. import judgement as _judgement
 from .. import providers as _providers
+from ..checklist import checklist as _build_checklist
 from . import findings as _findings
 from ._common import (
     _EMPTY,
@@ -146,9 +147,9 @@ def _features_text(cc):
 
 
 def _checklist(result):
-    """The checklist items for a result (checklist.checklist, read through audit); unknown items if that fails."""
+    """The checklist items for a result (checklist.checklist); unknown items if that fails."""
     try:
-        return _audit.checklist(result)
+        return _build_checklist(result)
     except Exception as exc:  # defensive: one odd result must not sink the fleet report
         reason = "checklist failed: %r" % exc
     return {key: {"status": "unknown", "summary": reason, "reason": reason} for key, _unused in CHECK_ITEMS}
@@ -218,7 +219,7 @@ def _host_entry(result):
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
     health_status, health = _findings.health_of(facts) if facts else ("unknown", [])
     _add_gpu_rows(entry, facts, gpus, result.get("gate"), health)
-    expected = _audit.expected_gpu_count(result)
+    expected = _checkitem.expected_gpu_count(result)
     cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
     health_status, entry["findings"] = _findings.expected_count(health_status, health, facts, entry["gpu_count"],
                                                                 expected, cpu_host)
