@@ -271,7 +271,7 @@ def second_run(report, tmp_path_factory):
                for e in job.events
                if e.get("event") == "runner_on_ok" and (e.get("event_data", {}).get("res") or {}).get("changed")]
     return {"rc": job.rc, "status": job.status, "out": job.stdout.read(), "recap": recap, "changed_tasks": changed,
-            "report": {h["host"]: h for h in new["hosts"]}}
+            "report": {h["host"]: h for h in new["hosts"]}, "folder": folder.resolve()}
 
 
 def test_second_run_changes_nothing_and_says_the_same(report, second_run):
@@ -327,6 +327,18 @@ def test_the_renters_torch_on_04_is_where_vast_ai_keeps_it_and_left_as_it_is(exp
             entry["checklist"]["packages"]
     probed = json.loads((report["folder"] / "hosts" / ("%s.json" % host.name)).read_text())
     assert probed["doctor"]["evidence"]["torch"]["executable"] == "/venv/main/bin/python3"
+
+
+def test_the_doctor_finds_the_healthy_cpu_host_healthy_and_leaves_it_alone(expected_hosts, report, second_run):
+    """Host 01 (a CPU host with nothing NVIDIA, Debian 12): in both site.yml runs the doctor calls it healthy with no
+    finding and nothing unknown, and remediate has nothing to fix and does nothing (molecule/doctor's healthy host
+    until stop 46; the doctor on Python 3.12 runs on host 04 here)."""
+    host = expected_hosts["01"]
+    for folder in (report["folder"], second_run["folder"]):
+        doctor = json.loads((folder / "hosts" / ("%s.json" % host.name)).read_text())["doctor"]
+        assert (doctor["status"], doctor["findings"], doctor["unknown"]) == ("healthy", [], []), doctor
+        remediation = doctor["remediation"]
+        assert remediation["state"] == "nothing_to_fix" and remediation["acted"] is False, remediation
 
 
 def test_a_check_run_reports_a_plan_not_a_result(report):
