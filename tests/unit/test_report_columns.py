@@ -69,3 +69,44 @@ def test_the_table_makes_the_headers_it_replaced():
     assert report.CSV_COLUMNS[:12] == ("host", "host_status", "simulated", "provider", "price_per_hour", "source",
                                        "driver_version", "cuda_driver_version", "facts_read_at",
                                        "facts_read_at_source", "gpu_index", "name")
+
+
+def _gpu_note(h):
+    return "%d GPU(s) on %s" % (len(h["gpus"]), h["host"])
+
+
+def test_a_new_host_column_row_shows_in_csv_html_and_markdown(summary, monkeypatch):
+    row = columns.host_column("gpu_note", "GPU note (test)", cell=_gpu_note, csv=_gpu_note)
+    at = [c.key for c in columns.HOST_COLUMNS].index("provider") + 1
+    monkeypatch.setattr(columns, "HOST_COLUMNS", columns.HOST_COLUMNS[:at] + [row] + columns.HOST_COLUMNS[at:])
+    hosts = summary["hosts"]
+    assert any(h["gpus"] for h in hosts) and any(not h["gpus"] for h in hosts)
+
+    table = list(csv.reader(io.StringIO(report.to_csv(summary))))
+    head = table[0]
+    assert head[head.index("provider") + 1] == "gpu_note"
+    assert head.index("gpu_note") < head.index("gpu_index")
+    got = {r[head.index("host")]: r[head.index("gpu_note")] for r in table[1:]}
+    assert got == {h["host"]: _gpu_note(h) for h in hosts}
+    assert [r["gpu_note"] for r in report.csv_rows(summary)] == [_gpu_note(h) for h in hosts for _g in h["gpus"] or [h]]
+
+    page = report.to_html(summary)
+    host_table = page[page.index("<h2>Hosts ("):]
+    host_table = host_table[:host_table.index("</table>")]
+    assert "GPU note (test)</th>" in host_table
+    md = report.to_markdown(summary)
+    md_table = md[md.index("\n## Hosts\n"):]
+    md_table = md_table[:md_table.index("\n\n", len("\n## Hosts\n\n"))]
+    assert "| provider | GPU note (test) | $/h |" in md_table
+    for h in hosts:
+        assert "<td>%s</td>" % _gpu_note(h) in host_table
+        assert "| %s |" % _gpu_note(h) in md_table
+
+
+def test_the_host_table_makes_the_headers_it_replaced():
+    assert columns.host_headers(columns.HTML) == [
+        "host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS", "driver / CUDA", "source",
+        "facts read at", "reasons", "verdict"]
+    assert columns.host_headers(columns.MD) == [
+        "host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "facts read at", "reasons", "verdict"]
+    assert columns.csv_host() == report.CSV_COLUMNS[:10]

@@ -34,9 +34,9 @@ The package, one concern per file (docs/report.md has the picture):
 
 To add a GPU column: one row in columns.py ``GPU_COLUMNS`` (key, label, formats, cell) gives fleet.csv, fleet.html
 and fleet.md their header and cells; a new value also needs its key in the GPU row (model.py) and in
-docs/schema/fleet.schema.json. To add a host column: to fleet.json, the key in model.py's host row (and the schema);
-to fleet.csv, columns.py ``CSV_HOST`` and render_csv.py; to the HTML or Markdown host table, the header list and the
-row function (render_html.py / render_markdown.py). The templates loop over the cells, so they need no edit.
+docs/schema/fleet.schema.json. A host column is likewise one row in ``HOST_COLUMNS`` (fleet.csv's host part, the
+HTML and Markdown host tables), plus its key in model.py's host row and the schema when it shows a new value. The
+templates loop over the cells, so they need no edit.
 Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
 """
 

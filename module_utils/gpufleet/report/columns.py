@@ -1,10 +1,12 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The GPU columns of the report as data: ``GPU_COLUMNS``, one row per column, from which fleet.csv's GPU part and
-the GPU tables of fleet.html and fleet.md take their headers and cells (read at render time, in table order). A new
-GPU column is one row here (plus its key in the GPU row, model.py, and docs/schema/fleet.schema.json ``$defs/gpu``
-when it shows a new value); the host part of fleet.csv and the gate columns (one per test) are not in the table.
+"""The report's columns as data, one row per column, read at render time in table order: ``GPU_COLUMNS``, from
+which fleet.csv's GPU part and the GPU tables of fleet.html and fleet.md take their headers and cells, and
+``HOST_COLUMNS``, from which fleet.csv's host part and the host tables of fleet.html and fleet.md take theirs. A new
+column is one row here (plus its key in the GPU or host row, model.py, and docs/schema/fleet.schema.json when it
+shows a new value). Not in the tables: the gate columns (one per test), fleet.csv's tail (reasons, verdict,
+checklist) and the host tables' frame (host and status first, reasons and verdict last), which the templates mark up.
 """
 
 import collections
@@ -12,6 +14,7 @@ import operator
 
 from . import cells as _cells
 from ._common import CHECK_ITEMS, _text
+from .model import facts_time_text
 
 CSV, HTML, MD = "csv", "html", "md"
 ALL = (CSV, HTML, MD)
@@ -83,9 +86,43 @@ GPU_COLUMNS = [
     column("gate_passed"),
 ]
 
-# fleet.csv's columns before and after the GPU part (a host without GPUs has its GPU part empty).
-CSV_HOST = ("host", "host_status", "simulated", "provider", "price_per_hour", "source", "driver_version",
-            "cuda_driver_version", "facts_read_at", "facts_read_at_source")
+# key: the column's name in fleet.csv (None: the pages only); label: its header in the host tables of fleet.html and
+# fleet.md (None: fleet.csv only); formats: the files that show it; cell(host) -> the page's text (HTML and Markdown
+# alike; the Markdown template escapes it); csv(host) -> fleet.csv's raw value (None: the host row's ``key``); css:
+# the HTML cell's class or None.
+HostColumn = collections.namedtuple("HostColumn", "key label formats cell csv css")
+
+
+def host_column(key, label=None, formats=None, cell=None, csv=None, css=None):
+    """One row of ``HOST_COLUMNS``: formats default to every file with a label, fleet.csv only without one; cell to
+    the host row's ``key`` as text."""
+    if formats is None:
+        formats = ALL if label is not None else (CSV,)
+    if cell is None:
+        def cell(h, k=key):
+            return _text(h[k])
+    return HostColumn(key, label, tuple(formats), cell, csv, css)
+
+
+# fleet.csv has "source" before the driver, the HTML host table after it: one row for each.
+HOST_COLUMNS = [
+    host_column("host"),
+    host_column("host_status", csv=operator.itemgetter("status")),
+    host_column("simulated"),
+    host_column("provider", "provider", cell=lambda h: _text(_cells._provider_cell(h))),
+    host_column("price_per_hour", "$/h", cell=lambda h: _cells._money(h["price_per_hour"]), css="num"),
+    host_column("source"),
+    host_column(None, "GPUs", PAGE, cell=_cells._models),
+    host_column(None, "memory", (HTML,), cell=lambda h: _cells._fmt_mem(h["memory_total_mib"] or None), css="num"),
+    host_column(None, "peak BF16 TFLOPS", (HTML,), cell=lambda h: _text(h["peak_bf16_tflops"]), css="num"),
+    host_column("driver_version", "driver / CUDA", cell=_cells._driver_text),
+    host_column("cuda_driver_version"),
+    host_column(None, "source", (HTML,), cell=lambda h: _text(h["source"])),
+    host_column("facts_read_at", "facts read at", cell=facts_time_text),
+    host_column("facts_read_at_source"),
+]
+
+# fleet.csv's columns after the GPU part (a host without GPUs has its GPU part empty).
 CSV_TAIL = ("host_reasons", "verdict")
 # One status column per checklist item, after the verdict (the texts are in fleet.json, .md, .html).
 CSV_CHECK = tuple("check_" + key for key, _unused in CHECK_ITEMS)
@@ -96,9 +133,19 @@ def of(fmt):
     return [c for c in GPU_COLUMNS if fmt in c.formats]
 
 
+def host_of(fmt):
+    """The host columns ``fmt`` (CSV, HTML or MD) shows, in table order."""
+    return [c for c in HOST_COLUMNS if fmt in c.formats]
+
+
+def csv_host():
+    """fleet.csv's host part: the names of the host columns it shows."""
+    return tuple(c.key for c in host_of(CSV))
+
+
 def csv_columns():
     """fleet.csv's header: the host's columns, the GPU columns, the host's reasons and verdict, the checklist."""
-    return CSV_HOST + tuple(c.key for c in of(CSV)) + CSV_TAIL + CSV_CHECK
+    return csv_host() + tuple(c.key for c in of(CSV)) + CSV_TAIL + CSV_CHECK
 
 
 CSV_COLUMNS = csv_columns()
@@ -138,3 +185,29 @@ def page_cells(fmt):
 def page_css(fmt):
     """The fixed columns' css(gpu) functions in ``fmt`` (None where a column has no class)."""
     return [c.css for c in of(fmt)]
+
+
+def csv_host_values():
+    """values(host row) -> its raw fleet.csv values of the host part, in ``csv_host()`` order."""
+    getters = [c.csv or operator.itemgetter(c.key) for c in host_of(CSV)]
+
+    def values(h):
+        return [get(h) for get in getters]
+
+    return values
+
+
+def host_headers(fmt):
+    """The host table's headers in ``fmt`` (HTML or MD): host and status, the table's columns, reasons, verdict."""
+    return ["host", "status"] + [c.label for c in host_of(fmt)] + ["reasons", "verdict"]
+
+
+def host_cells(fmt):
+    """cells(host row) -> the host table's cells in ``fmt`` between status and reasons: (css class or None, text)
+    in HTML, text in MD."""
+    cols = host_of(fmt)
+    if fmt == HTML:
+        pairs = [(c.css, c.cell) for c in cols]
+        return lambda h: [(css, make(h)) for css, make in pairs]
+    makers = [c.cell for c in cols]
+    return lambda h: [make(h) for make in makers]

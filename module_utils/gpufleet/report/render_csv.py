@@ -1,5 +1,5 @@
-"""fleet.csv: one row per GPU plus one per host without GPUs; its columns are columns.csv_columns() (the GPU part
-from the column table, columns.GPU_COLUMNS, read at render time)."""
+"""fleet.csv: one row per GPU plus one per host without GPUs; its columns are columns.csv_columns() (the host and
+GPU parts from the column tables, columns.HOST_COLUMNS and columns.GPU_COLUMNS, read at render time)."""
 
 import csv
 import io
@@ -23,11 +23,6 @@ def _csv_cell(value):
     return text
 
 
-def _csv_host_values(h):
-    return [h["host"], h["status"], h["simulated"], h["provider"], h["price_per_hour"], h["source"],
-            h["driver_version"], h["cuda_driver_version"], h["facts_read_at"], h["facts_read_at_source"]]
-
-
 def _check_statuses(h):
     checks = h.get("checklist") or _EMPTY
     return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _unused in CHECK_ITEMS]
@@ -37,10 +32,11 @@ def csv_rows(data):
     """Rows (dicts keyed by ``csv_columns()``): one per GPU, one per host without GPU details."""
     s = _as_summary(data)
     columns, gpu_values = _columns.csv_columns(), _columns.csv_values()[1]
-    no_gpu = _columns.CSV_HOST + _columns.CSV_TAIL + _columns.CSV_CHECK
+    no_gpu = _columns.csv_host() + _columns.CSV_TAIL + _columns.CSV_CHECK
+    host_values = _columns.csv_host_values()
     rows = []
     for h in s["hosts"]:
-        base = _csv_host_values(h)
+        base = host_values(h)
         tail = ["; ".join(h["reasons"]), h.get("verdict")] + _check_statuses(h)
         if not h["gpus"]:
             rows.append(dict(zip(no_gpu, base + tail)))
@@ -66,12 +62,13 @@ def iter_csv(data):
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     gpu_columns, gpu_values = _columns.csv_values()
+    host_values = _columns.csv_host_values()
     writer.writerow(_columns.csv_columns())
     empty = [""] * len(gpu_columns)
     cell = _csv_cell
     cache = {}
     for n, h in enumerate(s["hosts"], 1):
-        base = [cell(v) for v in _csv_host_values(h)]
+        base = [cell(v) for v in host_values(h)]
         reasons = [cell("; ".join(h["reasons"])), cell(h.get("verdict"))] + _check_statuses(h)
         if not h["gpus"]:
             writer.writerow(base + empty + reasons)

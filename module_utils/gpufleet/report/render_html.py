@@ -13,7 +13,6 @@ from . import columns as _columns
 from . import pictures as _pictures
 from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
 from .jinja_env import get_template, trusted
-from .model import facts_time_text
 from .parallel import chunked
 from .summary import _as_summary, one_line
 
@@ -64,9 +63,7 @@ SORT_SCRIPT = """(function () {
 # fleet.csv always has every GPU.
 HTML_GPU_ROWS = 2000
 
-# Columns of the page's tables (the cells come from the row functions below, in this order).
-HOST_HEADERS = ["host", "status", "provider", "$/h", "GPUs", "memory", "peak BF16 TFLOPS", "driver / CUDA", "source",
-                "facts read at", "reasons", "verdict"]
+# Columns of the doctor table (the host and GPU tables' columns are in columns.py).
 DOCTOR_HEADERS = ["host", "code", "severity", "remedy class", "meaning", "remedy"]
 # Checklist cell status -> CSS class of the cell.
 _CHECK_CLS = {"fail": "fail", "ok": "pass", "unknown": "muted"}
@@ -82,15 +79,11 @@ def _csp():
 
 
 def _host_rows(hosts):
-    """Per host: (host, simulated, status, [(css class or None, text)] of the cells between status and reasons,
-    reasons, verdict)."""
-    money, models, mem, driver, facts_time = (_cells._money, _cells._models, _cells._fmt_mem, _cells._driver_text,
-                                              facts_time_text)
+    """Per host: (host, simulated, status, [(css class or None, text)] of the cells between status and reasons
+    (columns.HOST_COLUMNS), reasons, verdict)."""
+    cells = _columns.host_cells(_columns.HTML)
     for h in hosts:
-        yield (h["host"], h["simulated"], h["status"], (
-            (None, _text(_cells._provider_cell(h))), ("num", money(h["price_per_hour"])), (None, models(h)),
-            ("num", mem(h["memory_total_mib"] or None)), ("num", _text(h["peak_bf16_tflops"])), (None, driver(h)),
-            (None, _text(h["source"])), (None, facts_time(h))), h["reasons"], h.get("verdict") or "")
+        yield h["host"], h["simulated"], h["status"], cells(h), h["reasons"], h.get("verdict") or ""
 
 
 def _gpu_pick(s):
@@ -151,7 +144,7 @@ def context(data):
         "bad_hosts": [(b["host"], b["simulated"], b["status"], _cells._provider_cell(b), b["action"],
                        b.get("return_action"), b["reasons"]) for b in s["bad_hosts"]],
         "usual": (_text(t.get("usual_driver_version")), _text(t.get("usual_cuda_driver_version"))),
-        "host_count": len(s["hosts"]), "host_headers": HOST_HEADERS,
+        "host_count": len(s["hosts"]), "host_headers": _columns.host_headers(_columns.HTML),
         "host_rows": _host_rows(s["hosts"]),
         "check_rows": _checklist_rows(listed),
         "gpu_total": gpu_total, "gpu_listed": len(pick),

@@ -5,11 +5,8 @@ from . import cells as _cells
 from . import columns as _columns
 from ._common import CHECK_ITEMS
 from .jinja_env import get_template
-from .model import facts_time_text
 from .parallel import chunked
 from .summary import _as_summary
-
-HOST_HEADERS = ["host", "status", "provider", "$/h", "GPUs", "driver / CUDA", "facts read at", "reasons", "verdict"]
 
 
 def _host_name(h):
@@ -17,10 +14,10 @@ def _host_name(h):
 
 
 def _host_rows(hosts):
-    money, models, driver, facts_time = _cells._money, _cells._models, _cells._driver_text, facts_time_text
+    """Per host: its name, status, the cells of columns.HOST_COLUMNS, reasons and verdict."""
+    cells = _columns.host_cells(_columns.MD)
     for h in hosts:
-        yield (_host_name(h), h["status"], _cells._provider_cell(h), money(h["price_per_hour"]), models(h), driver(h),
-               facts_time(h), "; ".join(h["reasons"]), h.get("verdict"))
+        yield [_host_name(h), h["status"]] + cells(h) + ["; ".join(h["reasons"]), h.get("verdict")]
 
 
 def _gpu_rows(hosts, tests):
@@ -48,7 +45,7 @@ def context(data):
         "bad_rows": [[_host_name(b), b["status"], _cells._provider_cell(b),
                       b["action"] + (": " + b["return_action"] if b.get("return_action") else ""),
                       "; ".join(b["reasons"])] for b in s["bad_hosts"]],
-        "host_headers": HOST_HEADERS, "host_rows": _host_rows(s["hosts"]),
+        "host_headers": _columns.host_headers(_columns.MD), "host_rows": _host_rows(s["hosts"]),
         "check_rows": _checklist_rows(listed),
         "gpu_headers": (["host"] + _columns.page_headers(_columns.MD) + ["gate %s" % t for t in tests]
                         if has_gpus else None),
