@@ -22,8 +22,6 @@ the report's "what to do" section. A doctor finding's evidence in a few words (`
 in briefs.py.
 """
 
-from .briefs import BRIEFS, TORCH_CODES, brief, first_sentence  # noqa: F401 - the judgement's names
-
 ACTION_RETURN = "return to provider"
 ACTION_RESTART = "restart the container"
 ACTION_REBOOT = "reboot"

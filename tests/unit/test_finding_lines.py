@@ -6,7 +6,7 @@ parentheses ("The torch wheel carries no kernels for this GPU's architecture (e.
 import re
 
 import pytest
-from gpufleet import doctor, doctor_rules, report
+from gpufleet import briefs, doctor, doctor_rules, report
 from gpufleet import judgement as j
 from test_doctor import CASES
 from test_doctor_renter import RENTER_CASES
@@ -68,10 +68,10 @@ def test_every_rule_is_walked():
 def test_each_finding_is_a_line_with_numbers_that_is_never_cut(code):
     r, h = _host(code)
     f = next(f for f in r["findings"] if f["code"] == code)
-    line = j.brief(code, f["evidence"], f["meaning"])
+    line = briefs.brief(code, f["evidence"], f["meaning"])
     assert cut_where(line) is None, (cut_where(line), line)
     # the evidence's own values (numbers, paths, names), not the rule's general meaning
-    assert line != j.first_sentence(f["meaning"]), line
+    assert line != briefs.first_sentence(f["meaning"]), line
     assert any(v in line for v in _values(f["evidence"])), (line, f["evidence"])
     # in the host's record and its verdict: whole
     mine = [x for x in h["judgement"] if x["code"] == code]
@@ -89,7 +89,7 @@ def test_each_finding_is_a_line_with_numbers_that_is_never_cut(code):
 
 @pytest.mark.parametrize("rule", doctor_rules.RULES, ids=lambda r: r["code"])
 def test_without_evidence_a_finding_reads_its_meanings_first_whole_sentence(rule):
-    line = j.brief(rule["code"], {}, rule["meaning"])
+    line = briefs.brief(rule["code"], {}, rule["meaning"])
     assert cut_where(line) is None, (cut_where(line), line)
     rest = " ".join(rule["meaning"].split())[len(line):]
     assert rest == "" or rest.startswith(". ") or rest == ".", (line, rest)
@@ -112,5 +112,5 @@ def test_the_torch_arch_line_names_build_arch_gpu_and_what_is_needed():
     # an older record without "needs": the line works it out from the compute capability
     ev = dict(f["evidence"])
     del ev["needs"]
-    assert j.brief("arch_missing_from_wheel", ev, f["meaning"], where="/opt/conda") == (
+    assert briefs.brief("arch_missing_from_wheel", ev, f["meaning"], where="/opt/conda") == (
         "torch 2.5.1+cu121 in /opt/conda has no sm_120 kernels (RTX 5090): needs cu128 or later")

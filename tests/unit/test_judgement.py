@@ -5,8 +5,8 @@ import json
 import pathlib
 
 import pytest
+from gpufleet import briefs, report
 from gpufleet import judgement as j
-from gpufleet import report
 
 HERE = pathlib.Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "report"
@@ -41,7 +41,7 @@ def test_the_lost_gpu_container_says_restart_and_makes_no_driver_claim():
     loaded", the doctor finds container_lost_gpus."""
     facts = j.finding("facts", "no_gpu", "critical", "no GPU: driver_not_loaded: the NVIDIA kernel driver is not "
                       "loaded", status="no-gpu", action=j.ACTION_RETURN)
-    doctor = j.finding("doctor", "container_lost_gpus", "critical", j.brief(
+    doctor = j.finding("doctor", "container_lost_gpus", "critical", briefs.brief(
         "container_lost_gpus", {"open_denied": {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"},
                                 "nvml_error": "Unknown Error"}, "m"), action=j.ACTION_RESTART)
     got = j.decide([facts, doctor])
@@ -129,7 +129,7 @@ def test_a_long_verdict_is_cut_to_one_breath_and_keeps_its_count():
     ("gpu_partitioned", {"gpus": "odd"}, "The first sentence"),  # odd evidence: the meaning
 ])
 def test_the_evidence_in_numbers(code, evidence, want):
-    assert j.brief(code, evidence, "The first sentence. The second.") == want
+    assert briefs.brief(code, evidence, "The first sentence. The second.") == want
 
 
 def test_every_fixture_hosts_verdict_is_one_line_of_at_most_160_characters_that_starts_with_its_action():

@@ -7,6 +7,7 @@ list of findings made by the one constructor, ``judgement.finding``. The report'
 a fixed order (the verdict keeps that order among equals); ``judgement.decide`` turns the findings into a decision.
 """
 
+from .. import briefs as _briefs
 from .. import history as _history
 from .. import judgement as _judgement
 from ._common import (
@@ -205,7 +206,7 @@ def doctor(record, where):
             # note with its remedy, not "fix here".
             sev, action = "info", None
         out.append(finding("doctor", f.get("code"), sev,
-                           _judgement.brief(f.get("code"), f.get("evidence"), meaning, where=where),
+                           _briefs.brief(f.get("code"), f.get("evidence"), meaning, where=where),
                            reason="doctor: %s" % meaning, action=action,
                            evidence=f.get("evidence") if isinstance(f.get("evidence"), dict) else None,
                            meaning=meaning, remedy=_text(f.get("remedy")) or None))
@@ -214,10 +215,10 @@ def doctor(record, where):
 
 def torch_environment(judged, found):
     """An info note naming the environment whose torch was judged (``judged``: the check record's) when it is not
-    the login shell's python and no torch finding among ``found`` names it already (judgement.TORCH_CODES)."""
+    the login shell's python and no torch finding among ``found`` names it already (briefs.TORCH_CODES)."""
     if not judged.get("named") or not judged.get("torch"):
         return []
-    if any(f["code"] in _judgement.TORCH_CODES for f in found):
+    if any(f["code"] in _briefs.TORCH_CODES for f in found):
         return []
     return [finding("check", "torch_environment", "info", "torch %s in %s%s" % (
         judged["torch"], judged["where"], "; %s" % judged["reason"] if judged.get("reason") else ""),
