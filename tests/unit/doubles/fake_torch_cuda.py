@@ -342,6 +342,8 @@ class FakeNvml:
         return int(round(self._state(handle, log=False)["power_draw_w"] * 1000))
 
     def nvmlDeviceGetTemperature(self, handle, sensor):  # noqa: N802
+        if sensor != self.NVML_TEMPERATURE_GPU:  # the GPU die is the only sensor NVML reads on these boards
+            raise NVMLError(2)  # NVML_ERROR_INVALID_ARGUMENT
         return self._state(handle, log=False)["temperature_c"]
 
     def nvmlDeviceGetTemperatureThreshold(self, handle, kind):  # noqa: N802
