@@ -91,6 +91,13 @@ def test_statuses_worst_first_and_the_listing_returns_a_host_that_cannot_be_judg
     lost = [_f("unreachable", status="unreachable")]
     assert j.decide(lost)["action"] == j.ACTION_CHECK
     assert j.decide(lost, listing_failed=True)["action"] == j.ACTION_RETURN
+    # a host whose own evidence says nothing either way (status unknown) is returned when the listing calls it failed
+    unknown = [_f("no_result", "unknown")]
+    assert (j.decide(unknown)["status"], j.decide(unknown)["action"]) == ("unknown", j.ACTION_CHECK)
+    assert j.decide(unknown, listing_failed=True)["action"] == j.ACTION_RETURN
+    # one that can be judged keeps its own action: the listing decides only where the evidence cannot
+    failed = [_f("ecc", "critical", action=j.ACTION_FIX)]
+    assert j.decide(failed, listing_failed=True)["action"] == j.ACTION_FIX
 
 
 # ---------------------------------------------------------------------------------------- the verdict
