@@ -27,15 +27,20 @@ PAGE = (HTML, MD)
 Column = collections.namedtuple("Column", "key label formats cell field csv css")
 
 
+def _formats(label, formats):
+    """A row's files: as given, else every file for a column with a label, fleet.csv only for one without."""
+    if formats is None:
+        return ALL if label is not None else (CSV,)
+    return tuple(formats)
+
+
 def column(key, label=None, formats=None, cell=None, field=None, csv=None, css=None):
     """One row of ``GPU_COLUMNS``: formats default to every file with a label, fleet.csv only without one; field to
     ``key``; cell to the GPU row's ``key`` as text."""
-    if formats is None:
-        formats = ALL if label is not None else (CSV,)
     if cell is None:
         def cell(h, g, driver, k=key):
             return _text(g[k])
-    return Column(key, label, tuple(formats), cell, key if field is None and csv is None else field, csv, css)
+    return Column(key, label, _formats(label, formats), cell, key if field is None and csv is None else field, csv, css)
 
 
 def _name(h, g, driver):
@@ -96,12 +101,10 @@ HostColumn = collections.namedtuple("HostColumn", "key label formats cell csv cs
 def host_column(key, label=None, formats=None, cell=None, csv=None, css=None):
     """One row of ``HOST_COLUMNS``: formats default to every file with a label, fleet.csv only without one; cell to
     the host row's ``key`` as text."""
-    if formats is None:
-        formats = ALL if label is not None else (CSV,)
     if cell is None:
         def cell(h, k=key):
             return _text(h[k])
-    return HostColumn(key, label, tuple(formats), cell, csv, css)
+    return HostColumn(key, label, _formats(label, formats), cell, csv, css)
 
 
 # fleet.csv has "source" before the driver, the HTML host table after it: one row for each.
@@ -128,19 +131,15 @@ CSV_TAIL = ("host_reasons", "verdict")
 CSV_CHECK = tuple("check_" + key for key, _unused in CHECK_ITEMS)
 
 
-def of(fmt):
-    """The columns ``fmt`` (CSV, HTML or MD) shows, in table order."""
-    return [c for c in GPU_COLUMNS if fmt in c.formats]
-
-
-def host_of(fmt):
-    """The host columns ``fmt`` (CSV, HTML or MD) shows, in table order."""
-    return [c for c in HOST_COLUMNS if fmt in c.formats]
+def of(fmt, table=None):
+    """The columns of ``table`` (GPU_COLUMNS unless told HOST_COLUMNS) that ``fmt`` (CSV, HTML or MD) shows, in table
+    order; the table is read at the call, so a row added to it shows."""
+    return [c for c in (GPU_COLUMNS if table is None else table) if fmt in c.formats]
 
 
 def csv_host():
     """fleet.csv's host part: the names of the host columns it shows."""
-    return tuple(c.key for c in host_of(CSV))
+    return tuple(c.key for c in of(CSV, HOST_COLUMNS))
 
 
 def csv_columns():
@@ -189,7 +188,7 @@ def page_css(fmt):
 
 def csv_host_values():
     """values(host row) -> its raw fleet.csv values of the host part, in ``csv_host()`` order."""
-    getters = [c.csv or operator.itemgetter(c.key) for c in host_of(CSV)]
+    getters = [c.csv or operator.itemgetter(c.key) for c in of(CSV, HOST_COLUMNS)]
 
     def values(h):
         return [get(h) for get in getters]
@@ -199,13 +198,13 @@ def csv_host_values():
 
 def host_headers(fmt):
     """The host table's headers in ``fmt`` (HTML or MD): host and status, the table's columns, reasons, verdict."""
-    return ["host", "status"] + [c.label for c in host_of(fmt)] + ["reasons", "verdict"]
+    return ["host", "status"] + [c.label for c in of(fmt, HOST_COLUMNS)] + ["reasons", "verdict"]
 
 
 def host_cells(fmt):
     """cells(host row) -> the host table's cells in ``fmt`` between status and reasons: (css class or None, text)
     in HTML, text in MD."""
-    cols = host_of(fmt)
+    cols = of(fmt, HOST_COLUMNS)
     if fmt == HTML:
         pairs = [(c.css, c.cell) for c in cols]
         return lambda h: [(css, make(h)) for css, make in pairs]
