@@ -13,6 +13,11 @@ each link. CUDA semantics the gate relies on are kept:
 * ``synchronize`` (device or event) makes the host wait for the stream;
 * a pinned host buffer with ``non_blocking`` copies asynchronously at the pinned rate; a pageable
   one (or a blocking copy) at the pageable rate, and the host waits for it;
+* a memory kernel (or a copy inside one GPU) whose working set, the bytes it touches, fits in the GPU's L2 is
+  served from the L2 at L2_SPEEDUP x the HBM rate, as on a real card (an RTX 4090 read "3.87 TB/s" of its
+  1.008 TB/s with 16 MB buffers); past the L2 a streaming kernel evicts each line before it is read again and
+  runs at the HBM rate. Copies to the host or a peer run at their link's rate, whatever their size. Every
+  memory kernel and copy is logged in ``machine.memory_ops`` (op, GPUs, bytes, working set, from the L2 or not);
 * FP32 matmul runs at the TF32 rate only while ``torch.backends.cuda.matmul.allow_tf32`` is set;
 * zero or uninitialised GEMM inputs run faster than random ones (A100 8192^3: 295 vs 257 TFLOPS,
   docs/gate.md "Zero-filled inputs"), so a gate that lost its ``randn`` would show it;
@@ -34,6 +39,9 @@ from tests.unit.doubles.fake_pynvml import _THROTTLE_BITS, NVMLError, NVMLError_
 GIB = 2 ** 30
 ZERO_INPUT_SPEEDUP = 295.0 / 257.0  # A100 8192^3 BF16: zeros vs randn (docs/gate.md, ref 2.1 "Data matters")
 
+# The L2's rate over the HBM's: an RTX 4090 (1.008 TB/s GDDR6X, 72 MB L2) read "3.87 TB/s" with buffers of 16 MB
+# (shared/reference/gpu-performance.md section 2.2, the "Pitfall" row, mli issue #4).
+L2_SPEEDUP = 3870.0 / 1008.0
 MAX_QUEUED = 1024  # launches a CUDA stream queues before the host blocks
 DEFAULT_TELEMETRY = {"sm_mhz": 1980, "sm_max_mhz": 1980, "mem_mhz": 2619, "power_limit_w": 700.0,
                      "power_draw_w": 690.0, "temperature_c": 65, "throttle_reasons": ["sw_power_cap"],
@@ -73,17 +81,19 @@ class FakeGpu:
 
     ``tflops``: {"bfloat16", "float16", "tf32", "float32"} -> dense TFLOPS at the max SM clock (None: the
     GPU cannot run that dtype, torch raises). ``telemetry``: a dict, or a function of the seconds since the
-    machine started returning a dict, overriding DEFAULT_TELEMETRY (NVML's view and the GEMM clock).
+    machine started returning a dict, overriding DEFAULT_TELEMETRY (NVML's view and the GEMM clock). ``l2_mb``:
+    the L2 in MiB, as NVIDIA's "50 MB" for an H100 is (CUDA's l2CacheSize there: 52428800 bytes).
     """
 
     def __init__(self, name="NVIDIA H100 80GB HBM3", total_mib=81559, used_mib=500, cc=(9, 0),
                  tflops=None, hbm_gbs=2900.0, h2d_gbs=55.0, d2h_gbs=53.0, pageable_gbs=12.0, uuid=None,
-                 pci_bus_id=0x18, telemetry=None):
+                 pci_bus_id=0x18, telemetry=None, l2_mb=50.0):
         self.name, self.total = name, total_mib * 2 ** 20
         self.used_elsewhere = used_mib * 2 ** 20  # the driver's and other processes' share
         self.cc = cc
         self.tflops = dict({"bfloat16": 750.0, "float16": 750.0, "tf32": 380.0, "float32": 51.0}, **(tflops or {}))
         self.hbm_gbs, self.h2d_gbs, self.d2h_gbs, self.pageable_gbs = hbm_gbs, h2d_gbs, d2h_gbs, pageable_gbs
+        self.l2_bytes = l2_mb * 2 ** 20
         self.uuid, self.pci_bus_id = uuid, pci_bus_id
         self.telemetry = telemetry
         # set by the machine
@@ -125,7 +135,8 @@ class FakeTensor:
 
     def fill_(self, value):
         if self.device.type == "cuda":
-            self.machine._kernel(self.device.index, self.nbytes / (self.machine.gpus[self.device.index].hbm_gbs * 1e9))
+            index = self.device.index
+            self.machine._kernel(index, self.machine._memory_seconds(index, "fill", self.nbytes, (self,)))
         self.content = "zeros" if value == 0 else "filled"
         return self
 
@@ -379,7 +390,7 @@ class FakeCudaMachine:
         for gpu in self.gpus:
             gpu.t = self.t0
         self.current = 0
-        self.allreduces, self.matmuls = [], []
+        self.allreduces, self.matmuls, self.memory_ops = [], [], []
         self.torch = FakeTorch(self)
         self.nvml = FakeNvml(self)
 
@@ -441,6 +452,20 @@ class FakeCudaMachine:
         return src != dst and (src, dst) not in self.no_peer_access
 
     # -- kernels and copies ------------------------------------------------------------------
+    def _memory_seconds(self, index, op, moved, tensors):
+        """Seconds of a memory kernel on GPU ``index`` moving ``moved`` bytes over ``tensors``: from the L2 when
+        they all fit in it (the kernel's working set; the gate warms up first, so they are resident), else HBM."""
+        gpu = self.gpus[index]
+        working_set = sum({id(t): t.nbytes for t in tensors}.values())
+        cached = working_set <= gpu.l2_bytes
+        self.memory_ops.append({"op": op, "gpus": (index,), "bytes": moved, "working_set": working_set,
+                                "l2": cached})
+        return moved / (gpu.hbm_gbs * (L2_SPEEDUP if cached else 1.0) * 1e9)
+
+    def _link(self, op, indices, nbytes):
+        """Log a copy to the host or a peer: it runs at its link's rate, whether or not its buffer fits in the L2."""
+        self.memory_ops.append({"op": op, "gpus": tuple(indices), "bytes": nbytes, "working_set": nbytes, "l2": False})
+
     def _matmul(self, a, b, out):
         if not (a.device == b.device == out.device) or a.device.type != "cuda":
             raise RuntimeError("Expected all tensors to be on the same CUDA device")
@@ -468,8 +493,8 @@ class FakeCudaMachine:
     def _add(self, a, b, out):
         if not (a.device == b.device == out.device) or a.device.type != "cuda":
             raise RuntimeError("Expected all tensors to be on the same CUDA device")
-        gpu = self.gpus[a.device.index]
-        self._kernel(gpu.index, (a.nbytes + b.nbytes + out.nbytes) / (gpu.hbm_gbs * 1e9))
+        index = a.device.index
+        self._kernel(index, self._memory_seconds(index, "add", a.nbytes + b.nbytes + out.nbytes, (a, b, out)))
 
     def _copy(self, dst, src, non_blocking):
         if dst.nbytes != src.nbytes:
@@ -482,15 +507,17 @@ class FakeCudaMachine:
                 (dst, self.gpus[src.device.index])
             asynchronous = host.pinned and non_blocking
             rate = (gpu.h2d_gbs if host is src else gpu.d2h_gbs) if host.pinned else gpu.pageable_gbs
+            self._link("h2d" if host is src else "d2h", (gpu.index,), nbytes)
             start = self._kernel(gpu.index, nbytes / (rate * 1e9))
             if not asynchronous:  # pageable or blocking: the host waits for the copy
                 self._wait_until(start + nbytes / (rate * 1e9))
             return
         i, j = src.device.index, dst.device.index
         if i == j:
-            self._kernel(i, 2 * nbytes / (self.gpus[i].hbm_gbs * 1e9))
+            self._kernel(i, self._memory_seconds(i, "d2d", 2 * nbytes, (src, dst)))
             return
         rate = self.p2p_gbs if self._peer(i, j) else min(self.gpus[i].pageable_gbs, self.gpus[j].pageable_gbs)
+        self._link("p2p" if self._peer(i, j) else "p2p via host", (i, j), nbytes)
         self._kernel((i, j), nbytes / (rate * 1e9))
 
     def _all_reduce(self, tensors):
