@@ -218,6 +218,24 @@ def test_outlier_rule_needs_peers():
     assert entries[0]["passed"] is True and "outlier" not in entries[0]
 
 
+def test_a_test_left_without_peers_by_an_error_does_not_stop_the_outlier_rule_for_the_next():
+    # Two GPUs the spec table does not know (no floor: only their peers can fail them). GPU 1's GEMM errored, so the
+    # GEMM has one measured GPU and no peers; it comes first (the gate runs each GPU's tests in order, GPU 0's GEMM
+    # before its memory test), and the memory test after it still compares the GPUs: GPU 1 at half of GPU 0 fails.
+    unknown = {i: {"name": "NVIDIA Graphics Device", "spec": None} for i in (0, 1)}
+    entries = gate.evaluate([raw(0, "bf16_gemm", [700.0] * 3), raw(0, "memory_bandwidth", [4100.0] * 3),
+                             raw(1, "bf16_gemm", [], error="bf16_gemm failed: RuntimeError: CUDA error: unspecified "
+                                 "launch failure"),
+                             raw(1, "memory_bandwidth", [2050.0] * 3)], unknown, params())
+    by = {(e["index"], e["test"]): e for e in entries}
+    assert by[0, "bf16_gemm"]["passed"] is None and "outlier" not in by[0, "bf16_gemm"]  # alone: nothing to compare
+    assert by[1, "bf16_gemm"]["passed"] is False and "unspecified launch failure" in by[1, "bf16_gemm"]["why"]
+    slow = by[1, "memory_bandwidth"]
+    assert slow["passed"] is False and slow["outlier"] is True and slow["peer_median"] == 4100.0
+    assert "50 % below the median 4100 GB/s of the other 1 GPU(s)" in slow["why"]
+    assert by[0, "memory_bandwidth"]["outlier"] is False and by[0, "memory_bandwidth"]["passed"] is None
+
+
 # ---- the report reads these entries ----------------------------------------------------------
 
 
