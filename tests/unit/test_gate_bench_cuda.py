@@ -321,3 +321,75 @@ def test_a_finding_exactly_at_its_limit_passes():
     raw = [{"index": 0, "test": "clock_drop", "value": 10.0, "samples_n": 60}]
     at = gate.evaluate(raw, {0: {"name": H100["name"], "spec": H100}}, gate.validate({"tier": "full"}))[0]
     assert at["expected"] == 10.0 and at["passed"] is True and "<= limit" in at["why"]
+
+
+# ---- sizes, shares and paths a user sets or meets: gemm_size, the per-test share, no peer access, the burn-in ------
+
+
+def test_gemm_size_sets_every_gemm_the_gate_runs(virtual_time):
+    machine = virtual_time(FakeCudaMachine(h100_sxm(1)))
+    _result, entries = run(machine, clock=machine.now, tier="full", tests=["bf16_gemm", "tf32_gemm", "sustained_gemm"],
+                           gemm_size=4096, sustained_s=1.0, time_budget_s=30)
+    assert entries[0, "bf16_gemm"]["size"] == entries[0, "tf32_gemm"]["size"] == "4096x4096x4096"
+    # every GEMM that ran, the sustained load's included, was 4096^3
+    assert machine.matmuls and {n for _i, _kind, n, _s in machine.matmuls} == {4096}
+    # and each figure counts the FLOPs of that size: the rates that went in, as at 8192
+    assert entries[0, "bf16_gemm"]["measured"] == pytest.approx(750.0, rel=1e-4)
+    assert entries[0, "tf32_gemm"]["measured"] == pytest.approx(380.0, rel=1e-4)
+    assert entries[0, "sustained_gemm"]["measured"] == pytest.approx(750.0, rel=1e-4)
+
+
+def test_a_slow_gemm_keeps_to_its_share_of_the_budget_and_the_next_test_still_runs(virtual_time):
+    # A GPU at 10 TFLOPS: each 8192^3 GEMM takes 0.11 s. Two tests in a 20 s budget get 10 s each: the GEMM stops
+    # repeating once its share is spent (far below the 1000 repetitions asked), and the memory test gets its turn.
+    machine = virtual_time(FakeCudaMachine([FakeGpu(tflops={"bfloat16": 10.0})]))
+    result, entries = run(machine, clock=machine.now, tests=["bf16_gemm", "memory_bandwidth"], time_budget_s=20,
+                          warmup=1, repetitions=1000)
+    share, per_gemm = 20 / 2, 2 * 8192 ** 3 / 10e12
+    gemm, hbm = entries[0, "bf16_gemm"], entries[0, "memory_bandwidth"]
+    assert share / per_gemm - 2 <= gemm["repetitions"] <= share / per_gemm
+    assert gemm["measured"] == pytest.approx(10.0, rel=1e-4) and gemm["passed"] is False
+    # the GEMM entry's time: its share, the repetition that crossed it and the runs queued while NVML is read
+    assert share <= gemm["duration_s"] <= share + (2 + gate_measure.PROBE_RUNS) * per_gemm
+    assert hbm["measured"] == pytest.approx(2900.0, rel=1e-4) and hbm["passed"] is True
+    assert result["skipped"] == [] and result["budget"]["within"] is True and result["budget"]["stopped"] is None
+
+
+def test_p2p_between_gpus_without_peer_access_goes_through_host_memory_and_fails(virtual_time):
+    # GPUs 2 and 3 of four cannot reach each other (no P2P between them: copies are staged in host memory at the
+    # pageable rate, 12 GB/s); the other pairs copy over NVLink
+    machine = virtual_time(FakeCudaMachine(h100_sxm(4), no_peer_access={(2, 3), (3, 2)}))
+    _result, entries = run(machine, clock=machine.now, tests=["p2p_bandwidth"], buffer_mib=8192, warmup=1,
+                           repetitions=3)
+    staged = entries[2, "p2p_bandwidth"]
+    assert staged["peer"] == 3 and staged["peer_access"] is False
+    assert staged["measured"] == pytest.approx(12.0, rel=1e-4)
+    assert staged["passed"] is False and "< expected 337.5 GB/s" in staged["why"]
+    for i in (0, 1, 3):
+        e = entries[i, "p2p_bandwidth"]
+        assert e["peer_access"] is True and e["measured"] == pytest.approx(380.0, rel=1e-4) and e["passed"] is True
+
+
+def test_the_burn_in_through_run_holds_each_gpu_to_the_slowdown_temperature_nvml_gives_it():
+    # GPU 0 stays at 65 C, under its 87 C slowdown point. GPU 1's NVML puts its slowdown at 83 C; it warms 1 C every
+    # 10 s from 70 C and goes past it two minutes into the load.
+    def warming(t):
+        return {"temperature_c": min(95, int(70 + t / 10.0)), "slowdown_c": 83}
+
+    machine = FakeCudaMachine(h100_sxm(1) + [FakeGpu(pci_bus_id=0x38, telemetry=warming)])
+    # a 32768^3 GEMM (6.4 GiB of operands, 94 ms each) keeps the 890 s load to a few thousand GEMMs on the double
+    result, entries = run(machine, clock=machine.now, tier="burn-in", tests=["burn_in"], time_budget_s=900,
+                          gemm_size=32768)
+    assert [t for i, t in entries if i == 1] == list(gate.BURN_IN_ENTRIES)
+    load_s = 900 - gate_bench.BURN_IN_MARGIN_S["cuda"]
+    assert entries[1, "burn_in_gemm"]["duration_s"] == pytest.approx(load_s, abs=2.0)
+    cool, hot = entries[0, "burn_in_temperature"], entries[1, "burn_in_temperature"]
+    assert cool["expected"] == 87 and cool["measured"] == 65 and cool["passed"] is True
+    assert hot["expected"] == 83 and hot["measured"] == 95 and hot["passed"] is False
+    assert "95 C > limit 83 C" in hot["why"]
+    assert hot["expectation_source"] == cool["expectation_source"] == "the GPU's slowdown temperature (NVML)"
+    # nothing else went wrong: the GEMM held its rate, no throttle reason, no Xid
+    for i in (0, 1):
+        for test in ("burn_in_gemm", "burn_in_clock_drop", "burn_in_throttle", "burn_in_xid"):
+            assert entries[i, test]["passed"] is True, entries[i, test]["why"]
+    assert result["budget"]["within"] is True and result["skipped"] == []
