@@ -18,6 +18,10 @@ This module turns the artifact folders of one job or of several sliced jobs
   ``ansible-inventory --list`` JSON (AWX: ``/api/v2/inventories/N/script/?hostvars=1``): only the
   ``gpufleet_*`` variables report.yml reads are taken, never any other host variable.
 
+What a result carries, and where each key comes from, is one table, ``RESULT_FIELDS``: report.yml writes the
+same keys from the same sources (a unit test holds the two together), the pre-check's record (``check``) and
+where a host dropped out (``failed_in``) included.
+
 Several jobs merge by host; a host found in two jobs keeps the result of the job that started later,
 with a warning. A fact cache file of a host that ran no task in the job is ignored: AWX seeds a job's
 cache with stored facts, which say nothing about this run. Plain Python >= 3.8, stdlib only.
@@ -26,6 +30,7 @@ cache with stored facts, which say nothing about this run. Plain Python >= 3.8, 
 import datetime
 import json
 import os
+import re
 
 from . import report as _report
 
@@ -43,6 +48,8 @@ CONTROLLER = "localhost"
 # checks the two agree).
 MAX_MESSAGE = 600
 NO_MESSAGE = "failed without a message"
+# What ansible-core 2.19 puts before a failure's cause, dropped by the callback (the same pattern, checked by the test).
+ANSIBLE_PREFIX = re.compile(r"^(?:(?:Task|Action|Module) failed: )+")
 NOT_IN_JOBS = _report.NOT_REACHED
 
 
@@ -92,7 +99,8 @@ def failure_message(res):
     if results and (not msg or msg == "One or more items failed"):  # a loop: each item's own message
         msgs = [r.get("msg", "") for r in results if isinstance(r, dict) and r.get("failed")]
         msg = "; ".join(m for m in msgs if m) or msg
-    return str(msg).strip()[:MAX_MESSAGE] or NO_MESSAGE
+    # ansible-core 2.19 puts "Task failed: " (and "Action failed: ") before the cause; the callback drops it.
+    return ANSIBLE_PREFIX.sub("", str(msg).strip())[:MAX_MESSAGE] or NO_MESSAGE
 
 
 def task_name(event_data):
@@ -187,21 +195,45 @@ def _dropped(state, data, res):
     return {"state": state, "play": data.get("play"), "task": task_name(data), "reason": failure_message(res)}
 
 
-# --------------------------------------------------------------------------- the inventory's side
-# The inventory variables report.yml reads, and the result key each fills.
-INVENTORY_FIELDS = (
-    ("gpufleet_provider", "provider"),
-    ("gpufleet_provider_id", "provider_id"),
-    ("gpufleet_provider_machine_id", "provider_machine_id"),
-    ("gpufleet_readiness", "provider_readiness"),
-    ("gpufleet_price_per_hour", "price_per_hour"),
-    ("gpufleet_expected_gpu_count", "expected_gpu_count"),
+# --------------------------------------------------------------------------- what a result carries
+# Where a result key comes from: a fact of the host (``hostvars[host].ansible_facts[name]``), an inventory
+# variable (null where unset), an inventory flag (read with ``| bool``, false where unset), or the run itself
+# (reachability, why and where the host dropped out, the host's name, the time: computed in ``host_result``).
+FACT, INVENTORY, FLAG, RUN = "fact", "inventory", "flag", "run"
+# The keys of one host result, in the order report.yml writes them, each with its source: the one list of what a
+# result carries. playbooks/report.yml's task "Write the hosts' results" writes the same keys from the same
+# sources (tests/unit/test_runner_results.py reads its template and compares), so a key added to one and not the
+# other fails a test, and the report of a job reads the same whether report.yml or fleet-report
+# --runner-artifacts built it.
+RESULT_FIELDS = (
+    ("host", RUN, None),
+    ("reachable", RUN, None),
+    ("failed", RUN, None),
+    ("reason", RUN, None),
+    ("failed_in", RUN, None),  # "<play> / <task>" of the record that dropped the host, as the callback kept it
+    ("provider", INVENTORY, "gpufleet_provider"),
+    ("provider_id", INVENTORY, "gpufleet_provider_id"),
+    ("provider_machine_id", INVENTORY, "gpufleet_provider_machine_id"),
+    ("provider_readiness", INVENTORY, "gpufleet_readiness"),
+    ("price_per_hour", INVENTORY, "gpufleet_price_per_hour"),
+    ("simulated", FLAG, "gpufleet_simulated"),
+    ("expected_gpu_count", INVENTORY, "gpufleet_expected_gpu_count"),
+    ("gpu", FACT, "gpu"),
+    ("gate", FACT, "gpu_gate"),
+    ("doctor", FACT, "gpu_doctor"),
+    ("check", FACT, "gpu_check"),  # the pre-check's record (playbooks/check.yml)
+    ("collected_at", RUN, None),
 )
+# The inventory variables the run's own keys read: whether the provider lists the host as ready, and why not.
+READINESS_VARS = ("gpufleet_ready", "gpufleet_not_ready_reason")
+# Every inventory variable a result reads; no other host variable is taken from an inventory.
+INVENTORY_VARS = tuple(name for _key, source, name in RESULT_FIELDS if source in (INVENTORY, FLAG)) + READINESS_VARS
 
 
 def inventory_hostvars(data):
     """``{host: vars}`` from ``ansible-inventory --list`` output (every host of every group, localhost
-    left out as report.yml leaves it out); a host without variables gets ``{}``."""
+    left out as report.yml leaves it out), each host's vars cut to ``INVENTORY_VARS`` (a key file's path or
+    any other connection setting is never taken); a host without variables gets ``{}``."""
     data = _d(data)
     hostvars = _d(_d(data.get("_meta")).get("hostvars"))
     found = {}
@@ -214,7 +246,7 @@ def inventory_hostvars(data):
     for host, hv in hostvars.items():
         found.setdefault(host, _d(hv))
     found.pop(CONTROLLER, None)
-    return found
+    return {host: {k: hv[k] for k in INVENTORY_VARS if k in hv} for host, hv in found.items()}
 
 
 def load_inventory(path):
@@ -232,10 +264,11 @@ def load_inventory(path):
 
 # --------------------------------------------------------------------------- results
 def host_result(host, seen=None, hostvars=None, collected_at=None):
-    """One result object as report.yml writes it (``{"host", "reachable", "failed", "reason", ...}``).
+    """One result object as report.yml writes it: the keys of ``RESULT_FIELDS``, from their sources.
 
     ``seen``: the host's entry of ``job_summary`` (None: the host ran in no job given); ``hostvars``:
-    its inventory variables (None: not known); ``collected_at``: when the job finished (datetime).
+    its inventory variables (None: not known); ``collected_at``: when the job finished (datetime). A host of
+    the inventory that ran in no job also gets ``"missing": true`` (report.yml never sees such a host).
     """
     hv = _d(hostvars)
     ready = ansible_bool(hv.get("gpufleet_ready", True))
@@ -245,26 +278,39 @@ def host_result(host, seen=None, hostvars=None, collected_at=None):
         reachable, reason = False, NOT_IN_JOBS
     elif dropped:
         reachable = dropped["state"] != "unreachable" and ready
-        reason = "%s / %s: %s" % (dropped.get("play"), dropped.get("task"), dropped.get("reason"))
+        reason = dropped.get("reason")
     else:
         reachable = ready
         reason = None if ready else hv.get("gpufleet_not_ready_reason")
-    result = {
+    run = {
         "host": host,
         "reachable": reachable,
         "failed": bool(dropped) and dropped["state"] == "failed",
         "reason": reason,
+        "failed_in": failed_in(dropped),
+        "collected_at": _iso(collected_at),
     }
-    for var, key in INVENTORY_FIELDS:
-        result[key] = hv.get(var)
-    result["simulated"] = ansible_bool(hv.get("gpufleet_simulated", False))
-    result["gpu"] = facts.get("gpu")
-    result["gate"] = facts.get("gpu_gate")
-    result["doctor"] = facts.get("gpu_doctor")
-    result["collected_at"] = _iso(collected_at)
+    result = {}
+    for key, source, name in RESULT_FIELDS:
+        if source == FACT:
+            result[key] = facts.get(name)
+        elif source == INVENTORY:
+            result[key] = hv.get(name)
+        elif source == FLAG:
+            result[key] = ansible_bool(hv.get(name, False))
+        else:
+            result[key] = run[key]
     if seen is None and ready:
         result["missing"] = True
     return result
+
+
+def failed_in(dropped):
+    """Where the host dropped out, as report.yml writes it (``play ~ ' / ' ~ task`` of the callback's record):
+    ``"<play> / <task>"``; None when it did not drop out, or when only the job's recap says it did."""
+    if not dropped or (dropped.get("play") is None and dropped.get("task") is None):
+        return None
+    return "%s / %s" % (dropped.get("play"), dropped.get("task"))
 
 
 def build_results(jobs, inventory=None):

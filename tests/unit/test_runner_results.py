@@ -1,17 +1,23 @@
 """The fleet report from ansible-runner artifacts: three real facts.yml jobs (tests/unit/data/runner/README.md),
-one over the whole inventory and two over disjoint slices of it, against what report.yml wrote in the whole job.
+one over the whole inventory and two over disjoint slices of it, against what report.yml wrote in the whole job;
+and a check.yml-like job against what today's report.yml writes, rendered by Ansible's template engine from the
+hostvars and the gpufleet_status record the same job leaves.
 
 Where Ansible has the rule we copy (the bool filter, the facts namespace, the callback's failure message,
-the 2.19 fact cache encoding), Ansible's own code is the judge.
+the 2.19 fact cache encoding, report.yml's results), Ansible's own code is the judge.
 """
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
 from gpufleet import report, runner_results
+from jinja2 import Environment, nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "unit" / "data" / "runner"
@@ -28,6 +34,37 @@ STATUS = {"brokenpy-08": "failed", "gone-07": "unreachable", "gpufleet-demo-01":
 @pytest.fixture(scope="module")
 def inventory():
     return runner_results.load_inventory(DATA / "inventory.json")
+
+
+# report-yml/ was written by report.yml and gpufleet_status as they were on 2026-12-02. Since then report.yml keeps
+# the play and task a host dropped out in out of its reason (failed_in: "<play> / <task>"), the callback drops
+# ansible-core 2.19's "Task failed: " before the cause, and report.yml writes the pre-check's record (check: null
+# in a facts.yml job). The recording is brought up to today's report.yml by those rules alone (record.py records
+# it afresh with the demo fleet up).
+_RECORDED_REASON = re.compile(r"^(?P<play>.+?) / (?P<task>.+?): (?P<reason>.*)$", re.S)
+
+
+def _as_report_yml_writes_it_today(recorded):
+    result = dict(recorded, failed_in=None, check=None)
+    dropped = _RECORDED_REASON.match(recorded["reason"] or "")  # a not-ready host's reason is the provider's
+    if dropped and (recorded["failed"] or recorded["reachable"] is False):
+        result["failed_in"] = "%s / %s" % (dropped["play"], dropped["task"])
+        result["reason"] = _callback()._ANSIBLE_PREFIX.sub("", dropped["reason"])
+    return result
+
+
+@pytest.fixture(scope="module")
+def report_yml_results():
+    """report.yml's per-host results of the whole job, as today's report.yml writes them."""
+    return {p.stem: _as_report_yml_writes_it_today(json.loads(p.read_text())) for p in REPORT_YML.glob("*.json")}
+
+
+def _report_yml_folder(results, tmp_path):
+    folder = tmp_path / "report-yml"
+    folder.mkdir()
+    for host, result in results.items():
+        (folder / (host + ".json")).write_text(json.dumps(result))
+    return folder
 
 
 def _by_host(results):
@@ -48,11 +85,11 @@ def _view(summary):
 
 
 # --------------------------------------------------------------------------- one job = report.yml's results
-def test_whole_job_gives_report_ymls_results(inventory):
+def test_whole_job_gives_report_ymls_results(inventory, report_yml_results):
     results, warnings = runner_results.results_from_artifacts([WHOLE], inventory)
     assert warnings == []
     ours = _by_host(results)
-    theirs = {p.stem: json.loads(p.read_text()) for p in REPORT_YML.glob("*.json")}
+    theirs = report_yml_results
     assert sorted(ours) == sorted(theirs) == HOSTS
     for host in HOSTS:
         # collected_at: report.yml writes the time of the report play, we the end of the job.
@@ -62,10 +99,10 @@ def test_whole_job_gives_report_ymls_results(inventory):
         assert ours[host]["collected_at"].startswith(theirs[host]["collected_at"][:16])  # same minute
 
 
-def test_whole_job_report_equals_report_ymls_report(inventory, tmp_path):
+def test_whole_job_report_equals_report_ymls_report(inventory, report_yml_results, tmp_path):
     results, _ = runner_results.results_from_artifacts([WHOLE], inventory)
     ours = _summary(results, tmp_path, inventory)
-    ref = report.summarize_folder(REPORT_YML, inventory_hosts=sorted(inventory))
+    ref = report.summarize_folder(_report_yml_folder(report_yml_results, tmp_path), inventory_hosts=sorted(inventory))
     assert _view(ours) == _view(ref)
     assert {h["host"]: h["status"] for h in ours["hosts"]} == STATUS
 
@@ -74,9 +111,14 @@ def test_dropped_hosts_keep_the_callbacks_reason(inventory):
     results = _by_host(runner_results.results_from_artifacts([WHOLE], inventory)[0])
     gone, broken, waiting = results["gone-07"], results["brokenpy-08"], results["notready-09"]
     assert (gone["reachable"], gone["failed"]) == (False, False)
-    assert gone["reason"].startswith("Gather GPU facts / Gathering Facts: ") and "Connection refused" in gone["reason"]
+    # The cause as the callback keeps it (SSH's reason, without ansible-core's "Task failed: "), where it happened
+    # beside it (the report's evidence, not the line).
+    assert gone["reason"].startswith("Failed to connect to the host via ssh: ")
+    assert "Connection refused" in gone["reason"]
+    assert gone["failed_in"] == broken["failed_in"] == "Gather GPU facts / Gathering Facts"
     assert (broken["reachable"], broken["failed"]) == (True, True)
-    assert broken["reason"].startswith("Gather GPU facts / Gathering Facts: ")
+    assert broken["reason"] == "The following modules failed to execute: ansible.legacy.setup."
+    assert results["gpufleet-demo-01"]["failed_in"] is None and results["gpufleet-demo-01"]["check"] is None
     # Not ready at the provider: in no play, named with the inventory's reason and the provider's fields.
     assert (waiting["reachable"], waiting["reason"]) == (False, "vast.ai: status loading (image still downloading)")
     assert (waiting["provider"], waiting["provider_id"], waiting["provider_readiness"], waiting["price_per_hour"]) == \
@@ -93,6 +135,254 @@ def test_only_the_reports_inventory_variables_are_taken(inventory):
     demo05 = _by_host(results)["gpufleet-demo-05"]
     # Text values as inventories often give them, read as report.yml's filters read them.
     assert (demo05["simulated"], demo05["expected_gpu_count"], demo05["price_per_hour"]) == (True, "4", "5.16")
+
+
+# --------------------------------------------------------------------------- one list of what a result carries
+REPORT_PLAYBOOK = ROOT / "playbooks" / "report.yml"
+RESULTS_TASK = "Write the hosts' results"
+
+
+def _tasks(items):
+    for task in items or ():
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(task.get(key))
+
+
+def _results_template():
+    """The template of report.yml's task that writes the hosts' results (one JSON object per host)."""
+    plays = DataLoader().load_from_file(str(REPORT_PLAYBOOK), trusted_as_template=True)
+    (task,) = [t for play in plays for t in _tasks(play.get("tasks")) if t.get("name", "").startswith(RESULTS_TASK)]
+    return task["ansible.builtin.copy"]["content"]
+
+
+def _reads(node, name):
+    """The attributes of the template variable ``name`` an expression reads (``name.x``, ``name['x']``)."""
+    found = set()
+    for n in [node, *node.find_all((nodes.Getattr, nodes.Getitem))]:
+        if isinstance(n, nodes.Getattr) and isinstance(n.node, nodes.Name) and n.node.name == name:
+            found.add(n.attr)
+        elif isinstance(n, nodes.Getitem) and isinstance(n.node, nodes.Name) and n.node.name == name \
+                and isinstance(n.arg, nodes.Const):
+            found.add(n.arg.value)
+    return found
+
+
+def _filters(node):
+    return {n.name for n in [node, *node.find_all(nodes.Filter)] if isinstance(n, nodes.Filter)}
+
+
+def test_report_yml_writes_the_tables_keys_from_the_tables_sources():
+    """report.yml's results dict and RESULT_FIELDS are one list: the same keys in the same order, each read from
+    the same fact or inventory variable. A key added to one and not the other fails here."""
+    tree = Environment(autoescape=True).parse(_results_template())  # parsed only, never rendered here
+    (result,) = [d for d in tree.find_all(nodes.Dict)
+                 if any(isinstance(p.key, nodes.Const) and p.key.value == "host" for p in d.items)]
+    written = [(p.key.value, p.value) for p in result.items]
+    assert [k for k, _v in written] == [k for k, _s, _n in runner_results.RESULT_FIELDS]
+    # __facts is the host's ansible_facts, __hv its hostvars
+    sets = {a.target.name: a.node for a in tree.find_all(nodes.Assign) if isinstance(a.target, nodes.Name)}
+    assert _reads(sets["__facts"], "__hv") == {"ansible_facts"} and _reads(sets["__hv"], "hostvars") == set()
+    assert isinstance(sets["__hv"], nodes.Getitem) and sets["__hv"].node.name == "hostvars"
+    for (key, value), (_key, source, name) in zip(written, runner_results.RESULT_FIELDS):
+        facts, hv = _reads(value, "__facts"), _reads(value, "__hv")
+        if source == runner_results.FACT:
+            assert (facts, hv) == ({name}, set()), key
+        elif source in (runner_results.INVENTORY, runner_results.FLAG):
+            assert (facts, hv) == (set(), {name}), key
+            assert ("bool" in _filters(value)) is (source == runner_results.FLAG), key
+        else:
+            assert facts == set() and hv <= set(runner_results.READINESS_VARS), (key, hv)
+    # every host variable the template reads is one the artifacts' inventory side keeps
+    assert _reads(tree, "__hv") - {"ansible_facts"} == set(runner_results.INVENTORY_VARS)
+
+
+def test_a_result_has_the_tables_keys_whatever_the_host_did():
+    keys = [k for k, _s, _n in runner_results.RESULT_FIELDS]
+    dropped = {"state": "failed", "play": "P", "task": "T", "reason": "boom"}
+    for seen in (None, {"facts": {}, "dropped": None}, {"facts": {"gpu_check": {}}, "dropped": dropped}):
+        for hostvars in (None, {"gpufleet_ready": False}):
+            result = runner_results.host_result("h", seen, hostvars)
+            assert [k for k in result if k != "missing"] == keys, (seen, hostvars)
+    # Where only the job's recap says a host failed, no play or task is known: none is made up.
+    recap_only = {"state": "failed", "play": None, "task": None, "reason": "failed (no event recorded)"}
+    result = runner_results.host_result("h", {"facts": {}, "dropped": recap_only})
+    assert (result["failed"], result["failed_in"], result["reason"]) == (True, None, "failed (no event recorded)")
+
+
+# --------------------------------------------------------------------------- a check.yml job = today's report.yml
+CHECK_PLAY = "Check each box (connect, environment, performance probe)"
+CONNECT = "Connect | Log in and run a trivial module"
+READ_GPUS = "Environment | Read the GPUs (NVML through the image's nvidia-ml-py, else nvidia-smi)"
+DOCTOR = "Environment | Ask the doctor (torch, the GPUs against what was rented, the renter's checks)"
+GATE = "Probe | Run the gate's quick tier (and an all-reduce on two or more GPUs) with the image's torch"
+KEEP_RECORD = "Keep the check's outcome in the facts (the fleet report reads them)"
+EXIT_TASK = "Fail the run when a box is to be given back, restarted, rebooted or checked again"
+SSH = "Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 2299: Connection refused"
+NVML = "NVML Shared Library Not Found"
+
+
+def _check_record(failed_step=None, error=None, steps=None, probe_run=False):
+    """playbooks/check.yml's gpu_check record (its "Keep the check's outcome" task)."""
+    env = {"python": "/venv/main/bin/python3", "kind": "login_shell", "version": "3.11.9", "torch": "2.5.1+cu121",
+           "nvml": True, "where": "/venv/main"}
+    return {"deadline_s": 60, "steps": steps or {"connect": 0.4}, "total_s": 4.2,
+            "torch_python": env["python"], "pythons_tried": [env["python"]], "environments": [env],
+            "judged": dict(env, why="the login shell's python", reason="the login shell's python", named=False),
+            "failed_step": failed_step, "timed_out": False, "hung": None, "error": error,
+            "probes": {"find_python": "ran", "gpu_facts": "failed" if failed_step else "ran",
+                       "gpu_doctor": "not reached" if failed_step else "ran",
+                       "gate": "ran" if probe_run else "not reached"},
+            "probe_run": probe_run}
+
+
+def _check_job():
+    """The events of a check.yml run (as ansible-runner records them) over three hosts: box-keep checked to its end,
+    box-broken whose GPU facts failed in step 2 (rescued, its record kept), box-gone unreachable; then the report
+    play and the exit status play on the controller, failed there (a box to give back)."""
+    gpu = runner_results.read_fact_cache(WHOLE / "artifacts" / "whole")["gpufleet-demo-01"]["gpu"]  # real facts
+    doctor = {"status": "healthy", "cuda_usable": True, "findings": [], "evidence": {"torch": {"importable": True}}}
+    gate = [{"test": "bf16_gemm", "device": "cpu", "passed": True, "value": 1.0, "unit": "TFLOP/s"}]
+    counter = iter(range(1, 1000))
+    events = []
+
+    def ev(kind, play=None, host=None, task=None, res=None):
+        n = next(counter)
+        data = {k: v for k, v in (("play", play), ("host", host), ("task", task), ("res", res)) if v is not None}
+        events.append({"counter": n, "event": kind, "created": "2026-12-07T10:00:%02d.000000+00:00" % n,
+                       "event_data": data})
+
+    ev("playbook_on_start")
+    ev("playbook_on_play_start", play=CHECK_PLAY)
+    for host in ("box-keep", "box-broken", "box-gone"):
+        ev("runner_on_ok", CHECK_PLAY, host, "Start this host's clock", {"ansible_facts": {"__check_t0": 1.0}})
+    ev("runner_on_ok", CHECK_PLAY, "box-keep", CONNECT, {"ping": "pong"})
+    ev("runner_on_ok", CHECK_PLAY, "box-broken", CONNECT, {"ping": "pong"})
+    ev("runner_on_unreachable", CHECK_PLAY, "box-gone", CONNECT, {"unreachable": True, "msg": "Task failed: " + SSH})
+    ev("runner_on_ok", CHECK_PLAY, "box-keep", READ_GPUS, {"ansible_facts": {"gpu": gpu}})
+    ev("runner_on_failed", CHECK_PLAY, "box-broken", READ_GPUS,
+       {"failed": True, "msg": "Task failed: Module failed: " + NVML})
+    ev("runner_on_ok", CHECK_PLAY, "box-keep", DOCTOR, {"ansible_facts": {"gpu_doctor": doctor}})
+    ev("runner_on_ok", CHECK_PLAY, "box-keep", GATE, {"ansible_facts": {"gpu_gate": gate}})
+    ev("runner_on_ok", CHECK_PLAY, "box-keep", KEEP_RECORD, {"ansible_facts": {"gpu_check": _check_record(
+        steps={"connect": 0.4, "environment": 3.1, "probe": 9.0}, probe_run=True)}, "_ansible_fact_cacheable": True})
+    ev("runner_on_ok", CHECK_PLAY, "box-broken", KEEP_RECORD, {"ansible_facts": {"gpu_check": _check_record(
+        failed_step=2, error="Module failed: " + NVML)}, "_ansible_fact_cacheable": True})
+    ev("playbook_on_play_start", play="Write the fleet report")
+    ev("runner_on_ok", "Write the fleet report", "localhost", "Fix the run folder's name once",
+       {"ansible_facts": {"__report_dir": "reports/20261207T100000Z"}})
+    ev("playbook_on_play_start", play="End with an exit status scripts can use")
+    ev("runner_on_failed", "End with an exit status scripts can use", "localhost", EXIT_TASK,
+       {"failed": True, "msg": "3 host(s): 1 keep, 0 fix here, 2 to give back, restart, reboot or check again"})
+    ev("playbook_on_stats", res=None)
+    events[-1]["event_data"].update(ok={"box-keep": 8, "box-broken": 4, "localhost": 9}, dark={"box-gone": 1},
+                                    failures={"localhost": 1}, rescued={"box-broken": 1}, skipped={},
+                                    processed={"box-keep": 1, "box-broken": 1, "box-gone": 1, "localhost": 1})
+    return events
+
+
+CHECK_INVENTORY = {
+    "box-keep": {"gpufleet_provider": "vastai", "gpufleet_provider_id": "4242", "gpufleet_readiness": "running",
+                 "gpufleet_price_per_hour": "1.25", "gpufleet_simulated": "yes", "gpufleet_expected_gpu_count": 1},
+    "box-broken": {"gpufleet_provider": "runpod", "gpufleet_provider_machine_id": "m-7"},
+    "box-gone": {},
+    "box-waiting": {"gpufleet_ready": False, "gpufleet_not_ready_reason": "vast.ai: status loading"},  # not checked
+}
+
+
+class _Named:
+    def __init__(self, name, **attrs):
+        self._name = name
+        self.__dict__.update(attrs)
+
+    def get_name(self):
+        return self._name
+
+
+def _callback_status(events, tmp_path, monkeypatch):
+    """The record gpufleet_status keeps of the same run (its file, report.yml's __report_status), the callback fed
+    the run's plays and failures in order."""
+    monkeypatch.setenv("GPUFLEET_STATUS_FILE", str(tmp_path / "run-status.json"))
+    callback = _callback().CallbackModule()
+    for event in events:
+        data = event["event_data"]
+        if event["event"] == "playbook_on_play_start":
+            callback.v2_playbook_on_play_start(_Named(data["play"], _uuid=str(event["counter"])))
+        elif event["event"] in ("runner_on_failed", "runner_on_unreachable"):
+            result = _Named(None, _host=_Named(data["host"]), _task=_Named(data["task"], ignore_unreachable=False),
+                            _result=data["res"])
+            if event["event"] == "runner_on_failed":
+                callback.v2_runner_on_failed(result)
+            else:
+                callback.v2_runner_on_unreachable(result)
+    return json.loads((tmp_path / "run-status.json").read_text())
+
+
+def _report_yml_results(events, inventory, status):
+    """What report.yml's task writes for this run, rendered by Ansible's template engine: the hosts' variables as
+    the run leaves them (inventory variables, and the facts its modules and set_fact returned as ansible_facts)."""
+    facts = {host: {} for host in inventory}
+    for event in events:
+        res = event["event_data"].get("res") or {}
+        if event["event"] == "runner_on_ok" and event["event_data"]["host"] in facts:
+            facts[event["event_data"]["host"]].update(res.get("ansible_facts") or {})
+    hostvars = {host: dict(hv, ansible_facts=facts[host]) for host, hv in inventory.items()}
+    variables = {"__report_hosts": sorted(inventory), "__report_status": status, "hostvars": hostvars}
+    text = Templar(loader=DataLoader(), variables=variables).template(_results_template())
+    return {r["host"]: r for r in map(json.loads, text.splitlines()) if r}
+
+
+def test_a_check_job_gives_what_report_yml_writes(tmp_path, monkeypatch):
+    events = _check_job()
+    status = _callback_status(events, tmp_path, monkeypatch)
+    theirs = _report_yml_results(events, CHECK_INVENTORY, status)
+    results, warnings = runner_results.build_results([runner_results.job_summary(events, name="check")],
+                                                     CHECK_INVENTORY)
+    assert warnings == []
+    ours = _by_host(results)
+    assert sorted(ours) == sorted(theirs) == sorted(CHECK_INVENTORY)  # never the controller
+    for host in sorted(CHECK_INVENTORY):
+        # collected_at: report.yml writes the time of the report play, the artifacts the end of the job.
+        assert {k: v for k, v in ours[host].items() if k != "collected_at"} == \
+            {k: v for k, v in theirs[host].items() if k != "collected_at"}, host
+    # What the issue found missing: the pre-check's record and the step a host failed in, for every host that has one.
+    keep, broken, gone = ours["box-keep"], ours["box-broken"], ours["box-gone"]
+    assert keep["check"]["probe_run"] is True and (keep["failed"], keep["failed_in"], keep["reason"]) == (
+        False, None, None)
+    assert broken["check"]["failed_step"] == 2 and broken["failed"] is True
+    assert (broken["failed_in"], broken["reason"]) == (CHECK_PLAY + " / " + READ_GPUS, NVML)
+    assert (gone["reachable"], gone["failed_in"], gone["reason"], gone["check"]) == (
+        False, CHECK_PLAY + " / " + CONNECT, SSH, None)
+    # The exit status play's failure is the controller's: no box reads failed for it.
+    assert status["hosts"]["localhost"]["task"] == EXIT_TASK
+
+
+def test_a_check_job_reads_the_same_in_the_report(tmp_path, monkeypatch):
+    """The two sets of results make the same report: statuses, reasons, checklists, verdicts and the pre-check's
+    findings, the exit status included."""
+    from gpufleet import judgement
+
+    events = _check_job()
+    theirs = _report_yml_results(events, CHECK_INVENTORY, _callback_status(events, tmp_path, monkeypatch))
+    ours, _warnings = runner_results.build_results([runner_results.job_summary(events)], CHECK_INVENTORY)
+    hosts = sorted(CHECK_INVENTORY)
+    built = _summary(ours, tmp_path, CHECK_INVENTORY)
+    folder = tmp_path / "report-yml"
+    folder.mkdir()
+    for host, result in theirs.items():
+        (folder / (host + ".json")).write_text(json.dumps(result))
+    ref = report.summarize_folder(folder, inventory_hosts=hosts)
+
+    def verdicts(summary):
+        return {h["host"]: (h["verdict"], h["action"], h["check"] is not None) for h in summary["hosts"]}
+
+    assert _view(built) == _view(ref)
+    assert verdicts(built) == verdicts(ref)
+    assert judgement.check_exit_status(built) == judgement.check_exit_status(ref) == judgement.EXIT_GIVE_BACK
+    by_host = {h["host"]: h for h in built["hosts"]}
+    assert by_host["box-keep"]["check"] is not None and by_host["box-broken"]["check"] is not None
+    (failed,) = [f for f in by_host["box-broken"]["judgement"] if f["code"] == "playbook_failed"]
+    assert failed["evidence"]["failed_in"] == CHECK_PLAY + " / " + READ_GPUS
 
 
 # --------------------------------------------------------------------------- slices
@@ -306,6 +596,10 @@ class _Result:
                                                     {"failed": True, "msg": "c"}]},
     {"results": [{"failed": True}]},
     {"msg": "x" * 2000},
+    {"msg": "Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 9: refused"},
+    {"msg": "Task failed: Action failed: Module failed: NVML Shared Library Not Found"},
+    {"msg": "Task failed: "},
+    {"msg": "A Task failed: here"},
 ])
 def test_failure_message_is_the_callbacks(res):
     callback = _callback()
