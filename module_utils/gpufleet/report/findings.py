@@ -8,10 +8,12 @@ a fixed order (the verdict keeps that order among equals); ``judgement.decide`` 
 """
 
 from .. import briefs as _briefs
+from .. import evidence as _evidence
 from .. import history as _history
 from .. import judgement as _judgement
 from ._common import (
     _REASON_SEVERITIES,
+    ACTION_CHECK,
     ACTION_FIX,
     ACTION_REBOOT,
     ACTION_RESTART,
@@ -69,19 +71,41 @@ def run(result, reachable, failed, facts):
 
 
 def health_of(facts):
-    """(status, health findings) of the facts; computed with facts.health when the facts carry none."""
+    """(status, health findings) of the facts; computed with facts.health from the facts' readable values
+    (evidence.clean_gpu_facts) when the facts carry none. Facts that cannot be judged are never "ok": a health
+    computation that fails gives ``unknown`` with what failed (the shape problems themselves are ``unreadable``'s)."""
     health = facts.get("health")
     if not isinstance(health, dict):
         try:
             from ..facts import health as compute
 
-            health = compute(facts)
-        except Exception:
-            health = {"status": "unknown" if facts.get("error") else "ok", "findings": []}
+            health = compute(_evidence.clean_gpu_facts(facts))
+        except Exception as exc:
+            return "unknown", [{"code": "health_unreadable", "severity": "unknown", "gpu_index": None,
+                                "message": "GPU health could not be judged from the facts: %s" % (
+                                    _text(exc) or type(exc).__name__)}]
     status = health.get("status")
     if status not in ("ok", "degraded", "failed", "unknown"):
         status = "unknown"
     return status, [f for f in _l(health.get("findings")) if isinstance(f, dict)]
+
+
+# How each part of a result is named when it cannot be read (evidence.PART_KEYS).
+_PART_WORDS = {"run": "the run's record", "facts": "GPU facts", "gate": "gate results", "check": "pre-check record",
+               "doctor": "doctor's record"}
+
+
+def unreadable(result):
+    """One finding per part of the result holding values of the wrong shape (evidence.problems): ``unknown``, whose
+    action is "check access / rerun", naming what could not be read. Such evidence is never read as "nothing
+    wrong"."""
+    out = []
+    for part, texts in _evidence.problems(result).items():
+        out.append(finding(part, "evidence_unreadable", "unknown", "%s unreadable: %s" % (
+            _PART_WORDS[part], _evidence.summary(texts)), action=ACTION_CHECK, evidence={"problems": texts},
+            meaning="a value in the host's evidence is not of the shape gpufleet writes: the judgement cannot read it",
+            remedy="rerun the play on the host (facts.yml, check.yml) and look at the result file if it recurs"))
+    return out
 
 
 def as_intended(f):
@@ -140,17 +164,20 @@ def health(found, in_container):
             for f in found if f.get("severity") in _REASON_SEVERITIES]
 
 
-def gate(rows):
-    """The benchmark gate: a GPU below its threshold flags the host (``rows``: the host's GPU rows)."""
+def gate(rows, other=()):
+    """The benchmark gate: a GPU below its threshold flags the host (``rows``: the host's GPU rows; ``other``: its
+    gate results that belong to no GPU row, model._gate_other). A failed result for a GPU the facts do not list
+    counts like any other; a CPU-mode run's (device "cpu ...", no GPU on the host) does not."""
     out = []
-    for row in rows:
-        for g in row["gate"]:
-            if g["passed"] is False:
-                frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
-                out.append(finding("gate", "gate_failed", "error", "GPU %s: gate %s failed%s%s" % (
-                    row["index"], g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""),
-                    status="degraded", action=ACTION_RETURN, gpu_index=row["index"],
-                    evidence={k: g[k] for k in ("test", "measured", "expected", "unit", "fraction_of_peak")}))
+    tried = [(row["index"], g) for row in rows for g in row["gate"]]
+    tried += [(g["index"], g) for g in other if not _text(g.get("device")).startswith("cpu")]
+    for index, g in tried:
+        if g["passed"] is False:
+            frac = "" if g["fraction_of_peak"] is None else " (%.0f%% of peak)" % (100 * g["fraction_of_peak"])
+            out.append(finding("gate", "gate_failed", "error", "GPU %s: gate %s failed%s%s" % (
+                index, g["test"], frac, ": %s" % _text(g["why"]) if g["why"] else ""),
+                status="degraded", action=ACTION_RETURN, gpu_index=index,
+                evidence={k: g[k] for k in ("test", "measured", "expected", "unit", "fraction_of_peak")}))
     return out
 
 
@@ -194,6 +221,9 @@ def doctor(record, where):
     none when it found the host healthy. ``where``: the judged torch's environment when the line names it."""
     if record["status"] in ("ok", "fixed", "healthy"):
         return []
+    if not record["findings"]:
+        return [finding("doctor", "doctor_unexplained", "unknown", "doctor: status %s with no finding that says why" % (
+            _text(record["status"]) or "missing"), evidence={"status": record["status"]})]
     out = []
     for f in record["findings"]:
         sev = f.get("severity")

@@ -214,6 +214,7 @@ def _host_entry(result):
     entry = _blank_entry(result, facts, reachable)
     found = entry["judgement"].extend
     found(_findings.run(result, reachable, failed, facts))
+    found(_findings.unreadable(result))
     if any(f["code"] in _findings.RUN_FINAL for f in entry["judgement"]):
         return entry
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
@@ -225,7 +226,7 @@ def _host_entry(result):
                                                                 expected, cpu_host)
     found(_findings.gpu_facts(facts, health_status, entry["findings"], entry["gpu_count"], failed, cpu_host))
     found(_findings.health(entry["findings"], _in_container(result, facts)))
-    found(_findings.gate(entry["gpus"]))
+    found(_findings.gate(entry["gpus"], entry["gate_other"]))
     check = result.get("check")
     if isinstance(check, dict):
         entry["check"] = _check_record(check)
