@@ -96,7 +96,11 @@ options:
     description: GEMM edge (M=N=K). Default 8192 on a GPU (halved until it fits), 512 in cpu mode.
     type: int
   buffer_mib:
-    description: Size of each bandwidth buffer in MiB. Default 1024 on a GPU (256 for host copies), 64 in cpu mode.
+    description:
+      - Size of each bandwidth buffer in MiB. Default 1024 on a GPU (256 for host copies), 64 in cpu mode.
+      - On a GPU at least 336, so that the memory test's three buffers are 8 x the largest L2 in the spec table
+        (B200, 126 MB); a smaller value is refused as bad input. Where free memory shrinks the buffers under 8 x a
+        GPU's own L2, its memory test is not measured and fails.
     type: int
 requirements:
   - torch (in the interpreter the module runs with)

@@ -20,6 +20,8 @@ healthy GPUs is 5 %+, section 2.1 "Other anchors").
 
 import math
 
+from . import specs
+
 REFERENCE = "shared/reference/gpu-performance.md"
 
 GEMM_TESTS = ("bf16_gemm", "fp16_gemm", "tf32_gemm")
@@ -140,6 +142,29 @@ DEFAULTS = {
     "outlier_margin": 0.10, "expected": {}, "floors": {}, "gemm_size": None, "buffer_mib": None,
     "sustained_s": None,
 }
+# The memory test's working set, its three triad buffers (a, b and c of c = a + 2b), must be at least L2_MULTIPLE x the
+# GPU's L2, or the kernel times the cache, not the memory: an RTX 4090 (1.008 TB/s, 72 MB L2) read "3.87 TB/s" with
+# 16 MB buffers (ref 2.2, "Pitfall"), and a gate timing that would pass a card with bad memory. The L2 sizes are the
+# spec table's ``l2_mb``; a GPU without one (no row, or a row without the figure) is held to the largest.
+L2_MULTIPLE = 8
+TRIAD_BUFFERS = 3
+_LARGEST_L2 = max((r for r in specs.SPECS if r["l2_mb"] is not None), key=lambda r: r["l2_mb"])
+LARGEST_L2_MB = _LARGEST_L2["l2_mb"]
+
+
+def l2_mb(spec):
+    """The L2 (MiB, spec ``l2_mb``) a GPU's buffers are held to: its own, or the table's largest where it has none."""
+    return (spec or {}).get("l2_mb") or LARGEST_L2_MB
+
+
+def min_buffer_mib(l2):
+    """The smallest buffer (MiB) whose TRIAD_BUFFERS together are at least L2_MULTIPLE x an L2 of ``l2`` MiB."""
+    return int(-(-L2_MULTIPLE * l2 // TRIAD_BUFFERS))
+
+
+# The floor of a user-set buffer_mib on a GPU: past L2_MULTIPLE x the largest L2 in the spec table, on any GPU.
+BUFFER_FLOOR_MIB = min_buffer_mib(LARGEST_L2_MB)
+
 # Below this many seconds per test and GPU nothing meaningful can be timed (warm-up + 3 repetitions
 # of an 8192^3 GEMM on a slow GPU take about that).
 MIN_SECONDS_PER_TEST = 1.0
@@ -275,6 +300,14 @@ def validate(params):
     for name in ("gemm_size", "buffer_mib"):
         if p[name] is not None:
             p[name] = _positive(problems, name, p[name], integer=True, upper=65536)
+    if p["buffer_mib"] is not None and p["device"] == "cuda" and p["buffer_mib"] < BUFFER_FLOOR_MIB:
+        # cpu mode (mechanics only, its own floors, not a spec) takes any size
+        problems.append("buffer_mib %d MiB is below its floor of %d MiB on a GPU: the memory test's working set "
+                        "(%d x %d = %d MiB) must be at least %d x the largest L2 in the spec table (%s: %s MiB, so "
+                        "%s MiB), or it times the L2 cache, not the memory" % (
+                            p["buffer_mib"], BUFFER_FLOOR_MIB, TRIAD_BUFFERS, p["buffer_mib"],
+                            TRIAD_BUFFERS * p["buffer_mib"], L2_MULTIPLE, _LARGEST_L2["key"], LARGEST_L2_MB,
+                            L2_MULTIPLE * LARGEST_L2_MB))
     if problems:
         raise GateInputError("; ".join(problems))
     return p

@@ -5,7 +5,8 @@ neither; ``gate.evaluate`` turns what ``run`` returns into verdicts.
 
 Traps avoided (shared/reference/gpu-performance.md): GEMM inputs are random normal, never
 zeros (section 2.1, A100 257 vs 295 TFLOPS); GEMMs are 8192^3 and memory buffers 1 GiB, far
-past any L2 (section 2.2, the RTX 4090 "384 %" pitfall); device bandwidth is an SM kernel
+past any L2 (section 2.2, the RTX 4090 "384 %" pitfall), and a memory test whose buffers free memory
+shrank under 8 x its GPU's L2 is failed, not timed (``gate_measure.below_l2``); device bandwidth is an SM kernel
 (triad-like add), not a copy-engine memcpy (section 2.2, nvbandwidth #48); host buffers are
 pinned and both directions are timed (section 2.3); clocks, power limit and throttle reasons
 are read right after each test (section 2.1, power caps).
@@ -20,7 +21,7 @@ import warnings
 
 from . import gate, hostctx, kmsg
 from .gate_load import _load_sizes, _slowdown_temperature, sustained_entries, sustained_load
-from .gate_measure import _one, _sizes, _telemetry_probe, _Timer, telemetry
+from .gate_measure import _one, _sizes, _telemetry_probe, _Timer, below_l2, telemetry
 from .gate_multi import _allreduce_entries, _p2p
 
 # Idle seconds before the TF32 GEMM on a GPU (it follows that GPU's bf16 GEMM). Without them, on a lent H200 at its
@@ -197,8 +198,15 @@ def run(torch, params, specs_lookup, pynvml=None, kernel_log=read_xids, clock=ti
             seen = telemetry(None, None)
             probe = _telemetry_probe(seen, pynvml, handles.get(i)) if device == "cuda" else None
 
+            short = below_l2(size, gpus[i]["spec"], params) if name == "memory_bandwidth" and device == "cuda" \
+                else None
             try:
-                if test == "p2p_bandwidth":
+                if short:
+                    # buffers inside (or near) the L2 would time the cache: no figure, an error entry that
+                    # gate.evaluate fails (passed False), never one that could pass a GPU with bad memory
+                    figures, details = [], {"size": "%d x %d MiB float32" % (gate.TRIAD_BUFFERS, size["buffer_mib"])}
+                    entry["error"] = short
+                elif test == "p2p_bandwidth":
                     figures, details = _p2p(torch, i, (i + 1) % count, size, params, share, probe, budget)
                 else:
                     figures, details = _one(torch, device, i, name, size, params, share, timer, probe, budget)

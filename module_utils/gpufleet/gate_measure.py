@@ -8,6 +8,7 @@ single-GPU tests (GEMMs, device bandwidth, host copies). ``gate_bench.run`` driv
 
 import time
 
+from . import gate
 from .nvml import decode_throttle
 
 # Full size on a GPU, small size in cpu mode (same code path, mechanics only). allreduce_mib: the gloo
@@ -128,6 +129,7 @@ def _sizes(torch, device, index, params):
         base["buffer_mib"] = base["host_mib"] = params["buffer_mib"]
     if device == "cuda":
         free = torch.cuda.mem_get_info(index)[0]
+        base["free_mib"] = int(free // 2 ** 20)
         # three float32 GEMM operands and three bandwidth buffers must fit in half the free memory
         while base["gemm"] > 1024 and 3 * 4 * base["gemm"] ** 2 > free / 2:
             base["gemm"] //= 2
@@ -135,6 +137,26 @@ def _sizes(torch, device, index, params):
             base["buffer_mib"] //= 2
         base["host_mib"] = min(base["host_mib"], base["buffer_mib"])
     return base
+
+
+def below_l2(size, spec, params):
+    """Why the memory test on a GPU cannot run with ``size`` (what _sizes gave for ``params``), or None: its buffers
+    are not at least gate.L2_MULTIPLE x the GPU's L2 (``spec``'s ``l2_mb``; the largest in the table where it has
+    none), so it would time the cache, not the memory."""
+    l2 = gate.l2_mb(spec)
+    need = gate.min_buffer_mib(l2)
+    got = size["buffer_mib"]
+    if got >= need:
+        return None
+    l2_text = ("the GPU's %s MiB L2" % l2 if (spec or {}).get("l2_mb") else
+               "%s MiB, the largest L2 in the spec table (none known for this GPU)" % l2)
+    asked = params.get("buffer_mib") or SIZES["cuda"]["buffer_mib"]
+    if got < asked and size.get("free_mib") is not None:  # _sizes shrank them to fit the free memory
+        cause = "free memory too small to measure past the L2 (%d MiB free)" % size["free_mib"]
+    else:
+        cause = "buffer_mib too small to measure past the L2"
+    return "%s: buffers of %d x %d MiB are under %d x %s (%d x %d MiB needed); not measured" % (
+        cause, gate.TRIAD_BUFFERS, got, gate.L2_MULTIPLE, l2_text, gate.TRIAD_BUFFERS, need)
 
 
 def _gemm(torch, dev, n, dtype):

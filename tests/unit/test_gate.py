@@ -296,6 +296,48 @@ def test_defaults_are_valid_and_duplicates_dropped():
     assert math.isclose(gate.validate({})["outlier_margin"], 0.10)
 
 
+def test_a_buffer_mib_inside_8x_the_largest_l2_is_bad_input_on_a_gpu():
+    largest = max(r["l2_mb"] for r in specs.SPECS if r["l2_mb"] is not None)
+    assert gate.LARGEST_L2_MB == largest == 126  # B200
+    assert gate.BUFFER_FLOOR_MIB == math.ceil(gate.L2_MULTIPLE * largest / gate.TRIAD_BUFFERS) == 336
+    with pytest.raises(gate.GateInputError) as err:
+        gate.validate({"buffer_mib": 16, "repetitions": 2})
+    text = str(err.value)
+    assert ("buffer_mib 16 MiB is below its floor of 336 MiB on a GPU: the memory test's working set (3 x 16 = 48 MiB) "
+            "must be at least 8 x the largest L2 in the spec table (b200: 126 MiB, so 1008 MiB), or it times the L2 "
+            "cache, not the memory") in text
+    assert "repetitions must be at least 3" in text  # named with the others
+    assert gate.validate({"buffer_mib": 336})["buffer_mib"] == 336 and gate.validate({})["buffer_mib"] is None
+    assert gate.validate({"device": "cpu", "buffer_mib": 1})["buffer_mib"] == 1
+
+
+def test_below_l2_judges_the_buffers_against_the_gpus_own_l2_or_the_largest():
+    h100, b200, l4 = specs.by_key("h100-sxm"), specs.by_key("b200"), specs.by_key("l4")
+    assert gate.l2_mb(h100) == 50 and gate.l2_mb(None) == gate.l2_mb(l4) == gate.LARGEST_L2_MB
+    assert gate.min_buffer_mib(50) == 134 and gate.min_buffer_mib(72) == 192
+    # shrunk by _sizes for the free memory (1024 MiB asked): named as such
+    assert gate_measure.below_l2({"buffer_mib": 134, "free_mib": 900}, h100, {}) is None
+    why = gate_measure.below_l2({"buffer_mib": 128, "free_mib": 900}, h100, {})
+    assert why == ("free memory too small to measure past the L2 (900 MiB free): buffers of 3 x 128 MiB are under "
+                   "8 x the GPU's 50 MiB L2 (3 x 134 MiB needed); not measured")
+    assert gate_measure.below_l2({"buffer_mib": 512, "free_mib": 4000}, b200, {}) is None
+    assert "under 8 x the GPU's 126 MiB L2 (3 x 336 MiB needed)" in gate_measure.below_l2(
+        {"buffer_mib": 256, "free_mib": 2000}, b200, {})
+    # a GPU without an L2 size (no row, or a row without the figure) is held to the largest known
+    for spec in (None, l4):
+        why = gate_measure.below_l2({"buffer_mib": 256, "free_mib": 2000}, spec, {})
+        assert "under 8 x 126 MiB, the largest L2 in the spec table (none known for this GPU)" in why
+    # asked for that size (not shrunk): the size is the cause
+    assert gate_measure.below_l2({"buffer_mib": 64, "free_mib": 80000}, h100, {"buffer_mib": 64}).startswith(
+        "buffer_mib too small to measure past the L2: buffers of 3 x 64 MiB")
+
+
+def test_a_memory_test_not_measured_for_the_l2_fails_it_is_never_unjudged():
+    why = "free memory too small to measure past the L2 (900 MiB free): ...; not measured"
+    [e] = gate.evaluate([raw(0, "memory_bandwidth", [], error=why)], gpus("h100-sxm"), params())
+    assert e["measured"] is None and e["passed"] is False and e["why"] == why
+
+
 def test_budget_per_gpu():
     assert gate.check_budget(60, list(gate.DEFAULT_TESTS), 8) == pytest.approx(1.25)
     with pytest.raises(gate.GateInputError, match="6 test\\(s\\) x 16 GPU\\(s\\) leave 0.62 s each"):
