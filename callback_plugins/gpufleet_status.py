@@ -14,13 +14,18 @@ It never changes the output of the run, except for one line when it writes the r
   start, the plugin runs that play's file (playbooks/report.yml) once more at the end of the run, with
   the same inventory, limit, extra vars, vault options and check mode, and prints one line saying so.
   The run's exit status stays Ansible's own. The command line is never printed (extra vars may hold secrets).
-- A run whose only plays are the report (playbooks/report.yml alone) keeps the previous run's
-  failed and unreachable hosts: they stay failed in its report, their reason ending with
-  "(in the run started <time>)", and the file's hosts_from_run names that run.
+- A failure stays until a run clears it: every run starts from the earlier runs' failed and
+  unreachable hosts, each marked with the run it happened in (its reason ends with
+  "(in the run started <time>)"), so a later run limited to other hosts, or playbooks/report.yml
+  alone, still reports them. An earlier failure of a host is cleared when a later run of the same
+  playbook (site.yml, check.yml ...: its file name) reaches that host and does not fail there; an
+  earlier unreachable host is cleared by any run that reaches it. A failure in this run replaces the
+  host's earlier one. A run of the report play alone clears nothing (it reaches no fleet host), and
+  the file's hosts_from_run names the run it carried the hosts from.
 
 The file is GPUFLEET_STATUS_FILE when set, else .cache/run-status.json beside the ansible.cfg
-in use (or the current folder). Every other playbook run starts it afresh. GPUFLEET_STATUS_KEEP=1
-(set for the report run above) keeps the file as it is: the report belongs to the run that failed.
+in use (or the current folder). GPUFLEET_STATUS_KEEP=1 (set for the report run above) keeps the
+file as it is: the report belongs to the run that failed.
 """
 # ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
 
@@ -33,7 +38,8 @@ description:
   - Used by playbooks/report.yml so the report names hosts that dropped out of the run.
   - When every host failed and Ansible ended the playbook before its report play, runs that play's file once more
     at the end of the run (same inventory, limit, extra vars, vault options, check mode), so every run has a report.
-  - A run of the report play alone keeps the previous run's failed and unreachable hosts, marked with that run.
+  - Keeps earlier runs' failed and unreachable hosts, marked with their run, until a later run of the same playbook
+    reaches the host and does not fail there (any run that reaches it, for an unreachable host).
 author:
   - gpufleet maintainers (@gpufleet)
 requirements:
@@ -139,6 +145,8 @@ class CallbackModule(CallbackBase):
         super().__init__()
         self._path = _status_path()
         self._play = None
+        self._stage = None  # the playbook's file name: a failure is cleared by a later run of the same one
+        self._reached = set()  # the hosts a task of this run ran on
         self._status = {"started_at": None, "hosts": {}}
         self._report_play = None  # (uuid, file) of the playbook's last report play that writes a report
         self._report_started = False
@@ -166,60 +174,93 @@ class CallbackModule(CallbackBase):
 
     def _record(self, result, state):
         host = result._host.get_name()
-        if host in self._status["hosts"]:
-            return  # the first reason is the one that matters
+        self._reached.add(host)
+        earlier = self._status["hosts"].get(host)
+        if earlier is not None and not earlier.get("run_started_at"):
+            return  # this run's first reason is the one that matters
         self._status["hosts"][host] = {
             "state": state,
             "play": self._play,
             "task": result._task.get_name(),
             "reason": _message(result),
             "at": _now(),
+            "playbook": self._stage,
         }
         self._write()
 
     def _carry_over(self, previous):
-        """A report-only run: the previous run's dropped hosts, each marked with the run it dropped out of."""
+        """The earlier runs' failed and unreachable hosts, each marked once with the run it dropped out of."""
         run = previous.get("hosts_from_run") or previous.get("started_at") or "unknown"
         hosts = {}
         for name, entry in previous["hosts"].items():
             if not isinstance(entry, dict):
                 continue
             entry = dict(entry)
-            if not entry.get("run_started_at"):  # marked once, by the first report-only run after it
-                entry["run_started_at"] = run
-                entry["reason"] = "%s (in the run started %s)" % (entry.get("reason") or "no reason given", run)
+            if not entry.get("run_started_at"):  # marked once, by the first run after it
+                entry["run_started_at"] = previous.get("started_at") or run
+                entry["reason"] = "%s (in the run started %s)" % (entry.get("reason") or "no reason given",
+                                                                  entry["run_started_at"])
             hosts[name] = entry
-        return {"started_at": _now(), "hosts_from_run": run, "hosts": hosts}
+        return hosts
+
+    def _clear_reached(self):
+        """Drop the earlier runs' entries of the hosts this run reached without a failure: a failure when this run is
+        of the same playbook (or the entry names none), an unreachable host in any case."""
+        hosts = self._status["hosts"]
+        cleared = [name for name, entry in hosts.items()
+                   if name in self._reached and entry.get("run_started_at")
+                   and (entry.get("state") == "unreachable" or entry.get("playbook") in (None, self._stage))]
+        for name in cleared:
+            del hosts[name]
+        if cleared:
+            self._write()
 
     def v2_playbook_on_start(self, playbook):
         plays = playbook.get_plays()
         reports = [p for p in plays if p.get_name() == REPORT_PLAY and _report_enabled(p)]
         self._report_play = (reports[-1]._uuid, reports[-1].get_path().rsplit(":", 1)[0]) if reports else None
         self._report_started = False
+        self._stage = os.path.basename(getattr(playbook, "_file_name", None) or "") or None
+        self._reached = set()
         previous = self._read()
         if os.environ.get("GPUFLEET_STATUS_KEEP") and previous is not None:
             self._status = previous  # the report run of a run that failed: that run's status, as it is
             return
+        carried = self._carry_over(previous) if previous is not None else {}
+        self._status = {"started_at": _now(), "hosts": carried}
         if plays and all(p.get_name() == REPORT_PLAY for p in plays) and previous is not None:
-            self._status = self._carry_over(previous)
-        else:
-            self._status = {"started_at": _now(), "hosts": {}}
+            self._status["hosts_from_run"] = previous.get("hosts_from_run") or previous.get("started_at") or "unknown"
         self._write()
 
     def v2_playbook_on_play_start(self, play):
         self._play = play.get_name()
         if self._report_play and play._uuid == self._report_play[0]:
             self._report_started = True
+        if self._play == REPORT_PLAY and not os.environ.get("GPUFLEET_STATUS_KEEP"):
+            self._clear_reached()  # before the report reads the file
+
+    def _reach(self, result):
+        self._reached.add(result._host.get_name())
+
+    def v2_runner_on_ok(self, result):
+        self._reach(result)
+
+    def v2_runner_on_skipped(self, result):
+        self._reach(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if not ignore_errors:
             self._record(result, "failed")
+        else:
+            self._reach(result)
 
     def v2_runner_on_unreachable(self, result):
         if not result._task.ignore_unreachable:
             self._record(result, "unreachable")
 
     def v2_playbook_on_stats(self, stats):
+        if not os.environ.get("GPUFLEET_STATUS_KEEP"):
+            self._clear_reached()
         # Ansible ended the playbook before its report play (every host of a play failed): write the report now.
         if not self._report_play or self._report_started or os.environ.get("GPUFLEET_STATUS_KEEP"):
             return

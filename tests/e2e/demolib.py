@@ -1,6 +1,7 @@
 """The demo fleet as the end-to-end suite sees it: its inventory, its hosts over SSH, its reports."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -43,6 +44,32 @@ def hosts():
         for name, hv in (group.get("hosts") or {}).items():
             found[name] = DemoHost(name, hv or {})
     return found
+
+
+def temp_inventory(folder, hosts):
+    """An inventory of {name: hostvars} in ``folder`` with the demo's group vars (group_vars/all.yml beside it)."""
+    demo = yaml.safe_load(INVENTORY.read_text())
+    group_vars = dict(next(iter(demo.values())).get("vars") or {})
+    folder.mkdir(parents=True)
+    (folder / "group_vars").mkdir()
+    (folder / "group_vars" / "all.yml").write_text((INVENTORY.parent / "group_vars" / "all.yml").read_text())
+    # all.yml finds the wheelhouse from inventory_dir: none beside a temporary inventory (a play that installs from it
+    # needs the demo's own inventory).
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"rented": {"hosts": hosts, "vars": group_vars}}))
+    return folder
+
+
+def playbook(inventory, playbook_path, work, *args, timeout=600):
+    """ansible-playbook on ``inventory`` with this test's own fact cache and run status (under ``work``: the
+    checkout's are shared with other runs) and reports under ``work``/reports."""
+    bin_dir = ROOT / ".venv" / "bin"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"), GPUFLEET_STATUS_FILE=str(work / "status.json"),
+               PATH="%s:%s" % (bin_dir, env.get("PATH", "")))
+    argv = [str(bin_dir / "ansible-playbook"), "-i", str(inventory), str(playbook_path),
+            "-e", "gpufleet_report_dir=%s" % (work / "reports"), *args]
+    return subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def load_report(folder=None):

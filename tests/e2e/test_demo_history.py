@@ -15,14 +15,10 @@ test. About a minute: two facts.yml runs on two hosts.
 """
 
 import json
-import os
-import subprocess
 
 import demolib
 import pytest
-import yaml
 
-BIN = demolib.ROOT / ".venv" / "bin"
 PROFILE = "/etc/gpufleet-fake-nvml/profile.json"
 SAVED = PROFILE + ".gpufleet-e2e-history"
 NEW_UUID = "GPU-e2e0b5a1-7c3d-4e2f-9a8b-1c2d3e4f5a6b"
@@ -42,27 +38,8 @@ def pair(demo_hosts):
     return found["04"], found["05"]
 
 
-def _inventory(folder, hosts):
-    """An inventory of {name: hostvars} with the demo's group vars (group_vars/all.yml beside it)."""
-    demo = yaml.safe_load(demolib.INVENTORY.read_text())
-    group_vars = dict(next(iter(demo.values())).get("vars") or {})
-    folder.mkdir(parents=True)
-    (folder / "group_vars").mkdir()
-    (folder / "group_vars" / "all.yml").write_text((demolib.INVENTORY.parent / "group_vars" / "all.yml").read_text())
-    # all.yml finds the wheelhouse from inventory_dir; facts.yml needs none of it.
-    (folder / "hosts.yml").write_text(yaml.safe_dump({"rented": {"hosts": hosts, "vars": group_vars}}))
-    return folder
-
-
 def _facts(inventory, reports, tmp):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_CONFIG=str(demolib.ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               # This test's own fact cache and run status: the checkout's are shared with other runs.
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp / "facts"), GPUFLEET_STATUS_FILE=str(tmp / "status.json"),
-               PATH="%s:%s" % (BIN, env.get("PATH", "")))
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/facts.yml",
-                           "-e", "gpufleet_report_dir=%s" % reports], cwd=str(demolib.ROOT), env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = demolib.playbook(inventory, "playbooks/facts.yml", tmp, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     data, _ = demolib.load_report(reports / "latest")
     return {h["host"]: h for h in data["hosts"]}
@@ -74,12 +51,12 @@ def two_runs(pair, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("history")
     reports = tmp / "reports"
     with_machine = dict(h05.vars, gpufleet_provider_machine_id=MACHINE)
-    first = _facts(_inventory(tmp / "inv1", {h04.name: h04.vars, h05.name: with_machine}), reports, tmp)
+    first = _facts(demolib.temp_inventory(tmp / "inv1", {h04.name: h04.vars, h05.name: with_machine}), reports, tmp)
     old_uuid = next(g["uuid"] for g in first[h04.name]["gpus"] if g["index"] == 0)
     h04.run("cp -p %s %s" % (PROFILE, SAVED))
     try:
         h04.run("sed -i 's/%s/%s/' %s" % (old_uuid, NEW_UUID, PROFILE))
-        second = _facts(_inventory(tmp / "inv2", {h04.name: h04.vars, AGAIN: with_machine}), reports, tmp)
+        second = _facts(demolib.temp_inventory(tmp / "inv2", {h04.name: h04.vars, AGAIN: with_machine}), reports, tmp)
     finally:
         h04.run("mv -f %s %s" % (SAVED, PROFILE))
     return {"first": first, "second": second, "old_uuid": old_uuid, "h04": h04.name, "h05": h05.name,
