@@ -280,3 +280,20 @@ def test_a_torch_advisory_is_a_note_under_the_line_not_the_verdict(torch, note):
         assert lines[1] == "      " + note and len(lines) == 3
     else:
         assert len(lines) == 2
+
+
+def test_a_finding_is_what_it_was_given_and_an_unknown_severity_reads_unknown():
+    """finding()'s record, key by key: the reason when given (else the text), the evidence, the GPU, not an echo; a
+    severity outside SEVERITIES (a host's garbled word) is "unknown", implies status unknown, and is checked again."""
+    f = j.finding("doctor", "some_code", "critical", "GPU 1:  lost", reason="doctor: GPU 1 is lost", gpu_index=1,
+                  evidence={"minor": 1}, meaning="what it means", remedy="what to do", action=j.ACTION_RETURN)
+    assert f == {"source": "doctor", "code": "some_code", "severity": "critical", "status": "failed",
+                 "action": j.ACTION_RETURN, "text": "GPU 1: lost", "reason": "doctor: GPU 1 is lost",
+                 "meaning": "what it means", "remedy": "what to do", "gpu_index": 1, "evidence": {"minor": 1},
+                 "echo": False, "outranked_by": None}
+    plain = j.finding("facts", "x", "warning", "text")
+    assert plain["reason"] == "text" and plain["evidence"] == {} and plain["echo"] is False
+    odd = j.finding("doctor", "odd", "garbled", "a finding of no known severity")
+    assert odd["severity"] == "unknown" and odd["status"] == "unknown"
+    got = j.decide([odd])
+    assert got["status"] == "unknown" and got["action"] == j.ACTION_CHECK
