@@ -69,6 +69,7 @@ CONTROLLER = {
     "checklist": "the report's checklist (through audit), tests",
     "checklist_gpu": "the checklist's GPU items (checklist)",
     "checklist_host": "the checklist's host items (checklist)",
+    "evidence": "the shape of a host's evidence as the judgement reads it: the report's findings",
     "features": "the audit and the report's model",
     "history": "scripts/fleet-report, the report",
     "judgement": "the report, scripts/check-verdicts",
