@@ -8,12 +8,15 @@ cannot see them. This plugin writes, after every failure or unreachable event, o
 with each such host's first reason (play, task, message), and the report play reads it.
 It never changes the output of the run, except for one line when it writes the report itself:
 
-- A report after every run: when every host failed, Ansible ends the playbook before its last plays,
-  so site.yml's report play ("Write the fleet report") never starts. If a playbook holds that play
-  (one not switched off by gpufleet_report_enabled: false in its play vars or the extra vars) and it did not
-  start, the plugin runs that play's file (playbooks/report.yml) once more at the end of the run, with
-  the same inventory, limit, extra vars, vault options and check mode, and prints one line saying so.
+- A report after every run that reached the fleet: when every host failed, Ansible ends the playbook
+  before its last plays, so site.yml's report play ("Write the fleet report") never starts. If a
+  playbook holds that play (one not switched off by gpufleet_report_enabled: false in its play vars or
+  the extra vars) and it did not start, the plugin runs that play's file (playbooks/report.yml) once
+  more at the end of the run, with the same inventory, limit, extra vars, vault options and check mode,
+  and prints one line saying so.
   The run's exit status stays Ansible's own. The command line is never printed (extra vars may hold secrets).
+  A run stopped on the controller (bad input in a localhost play) reached no fleet host: no report, and the
+  controller's own failures are no host's record.
 - A failure stays until a run clears it: every run starts from the earlier runs' failed and
   unreachable hosts, each marked with the run it happened in (its reason ends with
   "(in the run started <time>)"), so a later run limited to other hosts, or playbooks/report.yml
@@ -63,6 +66,8 @@ MAX_MESSAGE = 600
 # The play of playbooks/report.yml that writes the report (site.yml and facts.yml import it).
 REPORT_PLAY = "Write the fleet report"
 # The report's own run: its last line names the report ("latest: <root>/latest/fleet.html").
+# The controller: its failures (a play's input check on localhost) are no fleet host's.
+CONTROLLER = "localhost"
 REPORT_LATEST = re.compile(r"latest: (\S+fleet\.html)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # A report for thousands of hosts takes minutes; a hung one must not hold the run for ever.
@@ -175,6 +180,8 @@ class CallbackModule(CallbackBase):
     def _record(self, result, state):
         host = result._host.get_name()
         self._reached.add(host)
+        if host == CONTROLLER:
+            return  # the controller's own plays (input checks, the report): no fleet host's record
         earlier = self._status["hosts"].get(host)
         if earlier is not None and not earlier.get("run_started_at"):
             return  # this run's first reason is the one that matters
@@ -264,6 +271,8 @@ class CallbackModule(CallbackBase):
         # Ansible ended the playbook before its report play (every host of a play failed): write the report now.
         if not self._report_play or self._report_started or os.environ.get("GPUFLEET_STATUS_KEEP"):
             return
+        if not any(not e.get("run_started_at") for e in self._status["hosts"].values()):
+            return  # no fleet host dropped out in this run (bad input stopped it on the controller): nothing to report
         try:
             self._write_report(self._report_play[1])
         except Exception as exc:  # a callback's error must not end the run; its status stays Ansible's

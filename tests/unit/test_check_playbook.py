@@ -13,9 +13,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOUND = '{"torch": "/opt/conda/bin/python", "nvml": "", "any": "/usr/bin/python3", "tried": []}'
 
 
-def _play():
+def _plays():
     loader = DataLoader()
-    play = loader.load_from_file(str(ROOT / "playbooks" / "check.yml"), trusted_as_template=True)[0]
+    return loader, loader.load_from_file(str(ROOT / "playbooks" / "check.yml"), trusted_as_template=True)
+
+
+def _play(name="Check each box"):
+    """The play of check.yml whose name starts with ``name``: the boxes' by default."""
+    loader, plays = _plays()
+    (play,) = [p for p in plays if p["name"].startswith(name)]
     return loader, play
 
 
@@ -78,9 +84,14 @@ def test_the_gate_runs_only_when_the_doctor_says_cuda_works():
     ("true", True, True), ("yes", True, True), ("0", True, False), ("maybe", False, None),
 ])
 def test_check_probe_from_yaml_or_the_command_line(value, valid, runs):
-    templar, play = _templar({}, check_probe=value)
-    (assert_task,) = [t for t in play["tasks"] if "ansible.builtin.assert" in t]
-    ok = all(templar.evaluate_conditional(c) for c in assert_task["ansible.builtin.assert"]["that"])
+    """The input check (a play on the controller, before any box: it reads each box's values as ``__in``) takes
+    check_probe as YAML or -e gives it; the boxes' play reads the same values as a boolean."""
+    templar, _play_ = _templar({}, check_probe=value)
+    loader, inputs = _play("Check the playbook's own inputs")
+    assert inputs["hosts"] == "localhost"
+    (assert_task,) = [t for t in inputs["tasks"] if "ansible.builtin.assert" in t]
+    checks = Templar(loader=loader, variables={"__in": {"check_probe": value}})
+    ok = all(checks.evaluate_conditional(c) for c in assert_task["ansible.builtin.assert"]["that"])
     assert ok is valid
     if valid:
         assert templar.evaluate_conditional(trust_as_template("__check_probe | bool")) is runs

@@ -132,3 +132,24 @@ def test_a_run_of_the_same_playbook_that_succeeds_on_the_host_clears_it(runs):
     assert runs["cleared"][2]["hosts"] == {}
     assert {h: hosts[h]["verdict"] for h in HOSTS} == {h: "keep" for h in HOSTS}
     assert status["hosts"] == {}
+
+
+def test_check_yml_refuses_bad_input_on_the_controller_and_marks_no_box(tmp_path):
+    """check.yml with check_deadline_s=abc: exit status 2, the message names the value and ends "Nothing was
+    changed.", the PLAY RECAP fails localhost only, no box is in the run-status file and no report is written (nothing
+    was checked); an earlier run's failure stays as it was."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {h: local for h in HOSTS}}}))
+    earlier = {"started_at": "2026-12-01T00:00:00+00:00", "hosts": {"rented-b": {
+        "state": "failed", "play": "P", "task": "T", "reason": "earlier", "playbook": "check.yml"}}}
+    (tmp_path / "status.json").write_text(json.dumps(earlier))
+    proc = _playbook(tmp_path, ROOT / "playbooks" / "check.yml", "-e", "check_deadline_s=abc")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "check_deadline_s must be a whole number of seconds, at least 10 (got abc)" in " ".join(out.split())
+    assert "Nothing was changed." in out
+    recap = {line.split()[0]: line for line in out.split("PLAY RECAP")[-1].splitlines() if ": ok=" in line}
+    assert set(recap) == {"localhost"} and "failed=1" in recap["localhost"], recap
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert set(status["hosts"]) == {"rented-b"} and status["hosts"]["rented-b"]["reason"].startswith("earlier (in ")
+    assert not (tmp_path / "reports").exists()
