@@ -522,3 +522,33 @@ def test_an_entry_carries_its_figures_rounded_and_its_raw_fields_but_not_the_raw
     assert drop["measured"] == 1.2346 and drop["repetitions"] == 61 and "value" not in drop
     (alone,) = gate.evaluate([raw(5, "bf16_gemm", [700.0] * 3)], {}, params())  # a GPU the caller did not describe
     assert alone["expected"] is None and alone["passed"] is None
+
+
+def test_the_budget_set_aside_is_the_sustained_load_plus_the_burn_in():
+    """reserved_s adds both shares (make mutation: '+=' -> '=' for the burn-in survived): the tests that run one
+    after the other get what is left, so a reservation that forgot the sustained load would overrun the budget."""
+    p = gate.validate({"tier": "burn-in"})
+    assert {"sustained_gemm", "burn_in"} <= set(p["tests"])
+    burn = max(gate.BURN_IN_MIN_S[p["device"]], p["time_budget_s"] - gate.TIERS["full"]["budget_s"])
+    assert gate.reserved_s(p) == pytest.approx(p["sustained_s"] + burn)
+    assert p["sustained_s"] > 0 and burn > 0
+    only = dict(p, tests=[t for t in p["tests"] if t != "sustained_gemm"])
+    assert gate.reserved_s(only) == pytest.approx(burn)
+
+
+@pytest.mark.parametrize("figures, iqr", [
+    ([5.0], 0.0),  # one repetition: no quartiles, no spread between them
+    ([1.0, 2.0, 3.0], 2.0),  # odd: the median left out of both halves (3 - 1)
+    ([1.0, 2.0, 3.0, 10.0], 5.0),  # even: halves [1, 2] and [3, 10] (6.5 - 1.5)
+])
+def test_the_iqr_is_the_spread_between_the_halves_medians(figures, iqr):
+    got = gate.summarize(figures)
+    assert got["iqr"] == pytest.approx(iqr)
+    assert got["n"] == len(figures)
+
+
+def test_a_gpu_class_outside_the_floors_has_no_class():
+    assert gate.gate_class({"gpu_class": "mining-card"}) is None
+    assert gate.gate_class({"gpu_class": "geforce"}) == "geforce"
+    assert gate.gate_class({"gpu_class": "datacenter-hbm", "form_factor": "SXM"}) == "datacenter-hbm"
+    assert gate.gate_class({"gpu_class": "datacenter-hbm", "form_factor": "PCIe"}) == "pcie-capped"
