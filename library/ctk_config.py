@@ -10,7 +10,7 @@ module: ctk_config
 short_description: Register the NVIDIA runtime in Docker's daemon.json by merging, never by replacing the file
 description:
   - Reads C(daemon.json), merges in C(runtimes.<runtime_name>) (its C(path) and empty C(args)) the way
-    C(nvidia-ctk runtime configure --runtime=docker) does (C(gpufleet.ctk.merge_daemon_json)), optionally
+    C(nvidia-ctk runtime configure --runtime=docker) does (C(gpufleet.host.cuda.ctk.merge_daemon_json)), optionally
     C(default-runtime) and C(features.cdi), and keeps every other key with its value.
   - The result is deterministic (sorted keys, 4-space indentation, as C(nvidia-ctk) writes it), so a second
     run changes nothing. The merged text is parsed as JSON again before it replaces the file; the old file
@@ -111,7 +111,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible.module_utils.gpufleet import ctk
+from ansible.module_utils.gpufleet.host.cuda import ctk
 
 _OWN_KEYS = ("runtimes", "default-runtime", "features")
 

@@ -11,7 +11,7 @@ short_description: Read the NVIDIA Container Toolkit package versions and check 
 description:
   - Asks C(dpkg-query) for the four packages of the NVIDIA Container Toolkit (C(nvidia-container-toolkit),
     C(nvidia-container-toolkit-base), C(libnvidia-container-tools), C(libnvidia-container1)) and checks them
-    with C(gpufleet.ctk.check_versions) - all four present, all at one version, none below the floor (which
+    with C(gpufleet.host.cuda.ctk.check_versions) - all four present, all at one version, none below the floor (which
     names the CVEs fixed since), plus informational findings.
   - Returns C(ansible_facts.nvidia_container_toolkit). Changes nothing on the host and never fails because of
     what it finds; the caller decides (the C(nvidia_container_toolkit) role fails only when asked to).
@@ -22,7 +22,7 @@ options:
   floor:
     description:
       - Lowest acceptable toolkit version (Debian version syntax). Default, the project's policy floor
-        C(gpufleet.ctk.FLOOR) (1.17.8, see C(shared/reference/security-reliability.md) section 4).
+        C(gpufleet.host.cuda.ctk.FLOOR) (1.17.8, see C(shared/reference/security-reliability.md) section 4).
     type: str
   warn:
     description:
@@ -85,7 +85,7 @@ ansible_facts:
           sample: "1.17.8"
         findings:
           description: >-
-            From gpufleet.ctk.check_versions - code (not_installed, missing_package, unparseable_version,
+            From gpufleet.host.cuda.ctk.check_versions - code (not_installed, missing_package, unparseable_version,
             version_mismatch, below_floor, below_preferred, unverified_cve), severity (error, warning, info),
             message, and packages / versions / cves where they apply.
           type: list
@@ -110,7 +110,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import ctk
+from ansible.module_utils.gpufleet.host.cuda import ctk
 
 _FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 

@@ -192,8 +192,10 @@ import site
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread
-from ansible.module_utils.gpufleet import facts as gpufacts
+from ansible.module_utils.gpufleet.host.cuda import find as cudafind
+from ansible.module_utils.gpufleet.host.cuda import layout as cudalayout
+from ansible.module_utils.gpufleet.host.cuda import read as cudaread
+from ansible.module_utils.gpufleet.host.gpu import facts as gpufacts
 
 try:
     import pynvml

@@ -22,7 +22,7 @@ description:
     GPU device nodes that no longer open (a container that lost its GPUs), MIG mode and the memory NVML reports
     against the GPU's datasheet (a slice or a share), NVML's recovery action, the cgroup CPU quota and
     C(pids.max) against the visible CPUs, the size of C(/dev/shm), and what the provider's listing claims.
-  - Applies the rules of C(module_utils/gpufleet/doctor_rules.py) (reference page C(docs/doctor-rules.md))
+  - Applies the rules of C(module_utils/gpufleet/host/doctor/rules.py) (reference page C(docs/doctor-rules.md))
     and returns C(ansible_facts.gpu_doctor) - status, findings (code, severity, remedy class, evidence,
     meaning, remedy) and what no rule could classify, with the raw evidence.
   - Changes nothing on the host, with one exception it cannot prevent - run as root, NVML and libcuda create
@@ -167,18 +167,18 @@ ansible_facts:
           elements: str
         decision:
           description:
-            - What the fixes act on, decided once (module_utils/gpufleet/doctor.py C(decide)) - the driver's CUDA
-              version and where it was read (C(driver_cuda_version), C(driver_cuda_version_source)), the driver,
-              the GPUs' compute capabilities, the C(toolkit) C(/usr/local/cuda) should point at (root, version,
-              major_minor, rule, reasons; null with C(toolkit_why_none)) and C(cuda_link) (path, target, now,
-              right). The remediate role hands it to cuda_links and torch.
+            - What the fixes act on, decided once (module_utils/gpufleet/host/doctor/diagnose.py C(decide)) - the
+              driver's CUDA version and where it was read (C(driver_cuda_version), C(driver_cuda_version_source)),
+              the driver, the GPUs' compute capabilities, the C(toolkit) C(/usr/local/cuda) should point at (root,
+              version, major_minor, rule, reasons; null with C(toolkit_why_none)) and C(cuda_link) (path, target,
+              now, right). The remediate role hands it to cuda_links and torch.
           type: dict
         unknown:
           description: Evidence no rule could classify (what, evidence), kept raw.
           type: list
           elements: dict
         evidence:
-          description: Everything the probes gathered (schema in module_utils/gpufleet/doctor.py).
+          description: Everything the probes gathered (schema in module_utils/gpufleet/host/doctor/diagnose.py).
           type: dict
         duration_s:
           description: Seconds spent.
@@ -190,8 +190,12 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import cudafind, cudalayout, cudaread, doctor_nvmlprobe, doctor_probe
-from ansible.module_utils.gpufleet import facts as gpufacts
+from ansible.module_utils.gpufleet.host.cuda import find as cudafind
+from ansible.module_utils.gpufleet.host.cuda import layout as cudalayout
+from ansible.module_utils.gpufleet.host.cuda import read as cudaread
+from ansible.module_utils.gpufleet.host.doctor import nvmlprobe as doctor_nvmlprobe
+from ansible.module_utils.gpufleet.host.doctor import probe as doctor_probe
+from ansible.module_utils.gpufleet.host.gpu import facts as gpufacts
 
 try:
     import pynvml

@@ -182,8 +182,8 @@ import platform
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpufleet import facts as gpufacts
-from ansible.module_utils.gpufleet import hostctx, hostready, kmsg
+from ansible.module_utils.gpufleet.host.gpu import facts as gpufacts
+from ansible.module_utils.gpufleet.host.system import hostctx, hostready, kmsg
 
 try:
     import pynvml

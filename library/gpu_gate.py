@@ -17,10 +17,10 @@ description:
     C(repetitions) or the test's share of
     C(time_budget_s) is spent; the median is the measured figure, reported with its spread, the SM clock, power
     limit and throttle reasons read (NVML) while its last runs are still queued.
-  - The expected figure is the GPU's dense vendor peak (C(module_utils/gpufleet/specs.py)) times the floor of
+  - The expected figure is the GPU's dense vendor peak (C(module_utils/gpufleet/host/gpu/specs.py)) times the floor of
     its class (data-center SXM/HBM, PCIe power-capped, GeForce, workstation) from
-    C(module_utils/gpufleet/gate.py), overridable per model or class. A GPU also fails a test when it is more than
-    C(outlier_margin) below the median of the other GPUs of the host.
+    C(module_utils/gpufleet/host/gate/rules.py), overridable per model or class. A GPU also fails a test when it
+    is more than C(outlier_margin) below the median of the other GPUs of the host.
   - Returns C(ansible_facts.gpu_gate), the list the fleet report reads. Never fails because a test failed; fails
     on bad input, without torch, and on a host where torch cannot use CUDA (with torch's own message, classified).
   - Must run with the Python of the torch venv (C(ansible_python_interpreter), see EXAMPLES). Changes nothing.
@@ -211,7 +211,8 @@ torch_text:
   returned: when CUDA is unusable
   type: str
 torch_error_code:
-  description: The doctor's text code for C(torch_text) (C(module_utils/gpufleet/doctor.py) explain_torch_error).
+  description: The doctor's text code for C(torch_text)
+    (C(module_utils/gpufleet/host/doctor/diagnose.py) explain_torch_error).
   returned: when CUDA is unusable
   type: str
 """
@@ -224,7 +225,10 @@ import traceback
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpufleet import doctor, gate, gate_bench, specs
+from ansible.module_utils.gpufleet.host.doctor import diagnose as doctor
+from ansible.module_utils.gpufleet.host.gate import bench as gate_bench
+from ansible.module_utils.gpufleet.host.gate import rules as gate
+from ansible.module_utils.gpufleet.host.gpu import specs
 
 try:
     import torch

@@ -14,7 +14,7 @@ description:
     gpufleet's own venv I(venv). With I(mode=gpufleet), takes I(venv) always.
   - Asks that interpreter (without importing torch) where it lives, whether it is a venv, a conda environment or a
     system Python under PEP 668, and which torch build it holds, and judges that build against the GPUs and driver
-    with the solver of C(gpufleet.torchcompat).
+    with the solver of C(gpufleet.host.pytorch.compat).
   - With I(state_dir), reads the environment's C(pip freeze) and the saved one and returns what restores it.
   - Returns C(ansible_facts.torch_target). Changes nothing on the host.
 version_added: "1.1.0"
@@ -175,7 +175,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import torchtarget as tt
+from ansible.module_utils.gpufleet.host.pytorch import target as tt
 
 
 def main():

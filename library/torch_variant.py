@@ -9,8 +9,9 @@ DOCUMENTATION = r"""
 module: torch_variant
 short_description: Pick the torch wheel (version and CUDA variant) for a host, refuse unsafe requests, check an install
 description:
-  - Solves which torch wheel fits the host from the compatibility matrix of C(gpufleet.torchcompat) (driver floors,
-    kernel coverage per compute capability, Python ranges), for C(variant=auto) or a requested variant, and says why.
+  - Solves which torch wheel fits the host from the compatibility matrix of C(gpufleet.host.pytorch.compat)
+    (driver floors, kernel coverage per compute capability, Python ranges), for C(variant=auto) or a requested
+    variant, and says why.
   - Refuses an install request that is not safe or cannot work, before anything is installed - a requirement that is
     not an exact C(name==X.Y.Z[+local]) pin, C(--extra-index-url) anywhere (also in the host's C(PIP_EXTRA_INDEX_URL)),
     C(--trusted-host), an index URL that is not https, a local label that contradicts the variant, a Python the
@@ -188,8 +189,10 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import torchcheck, torchparse, torchtable
-from ansible.module_utils.gpufleet import torchcompat as tc
+from ansible.module_utils.gpufleet.host.pytorch import check as torchcheck
+from ansible.module_utils.gpufleet.host.pytorch import compat as tc
+from ansible.module_utils.gpufleet.host.pytorch import parse as torchparse
+from ansible.module_utils.gpufleet.host.pytorch import table as torchtable
 
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-.*\.whl$", re.IGNORECASE)
 

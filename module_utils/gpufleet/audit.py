@@ -22,10 +22,10 @@ Plain Python >= 3.8, stdlib only.
 
 import re
 
-from . import ctk as _ctk
 from . import torch_advisories as _torch_advisories
-from . import torchcompat
 from .checkitem import _d, _doctor_torch, _item, _l
+from .host.cuda import ctk as _ctk
+from .host.pytorch import compat as torchcompat
 
 REFERENCE = "shared/reference/security-reliability.md"
 
@@ -109,7 +109,7 @@ def deb_compare(a, b):
     """``dpkg --compare-versions`` as -1, 0 or 1: epoch:upstream-revision, "~" before anything (even the end),
     so "1:9.2p1-2+deb12u10" > "1:9.2p1-2+deb12u3" and "1:8.9p1-3ubuntu0.10" > "1:8.9p1-3ubuntu0.7".
     None when either is not a Debian version string. The one comparison for package versions here
-    (gpufleet.ctk's implementation of dpkg's algorithm)."""
+    (gpufleet.host.cuda.ctk's implementation of dpkg's algorithm)."""
     try:
         return _ctk.compare_versions(a, b)
     except _ctk.VersionError:

@@ -11,7 +11,7 @@ import re
 
 from . import capacity, features
 from .checkitem import _CPU_HOST, _NO_DOCTOR, _item, _l, _unknown, _worst
-from .doctor_match_renter import SHM_MIN_MIB  # the /dev/shm floor, a doctor threshold (host side)
+from .host.doctor.match_renter import SHM_MIN_MIB
 
 # SHM_MIN_MIB, the /dev/shm floor, comes from doctor_match_renter: the doctor checks the same floor on the host.
 MEMLOCK_SOURCE = "NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1"

@@ -7,7 +7,7 @@ venv, monitoring) and the host context.
 """
 
 from .checkitem import _CPU_HOST, _d, _item, _l, _unknown, _worst
-from .hostctx import GPUFLEET_VENV  # where gpu_facts lists packages unless told another environment
+from .host.system.hostctx import GPUFLEET_VENV
 
 # --- thresholds, each with where it comes from --------------------------------------------------
 ROOT_FREE_MIN_GIB = 50     # room for one 70B checkpoint in 4 bits or a 13B one in 16 bits, plus caches

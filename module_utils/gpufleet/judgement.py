@@ -73,8 +73,8 @@ def machine_restart_action(in_container):
 _NO_GPU_SYMPTOMS = ("no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable")
 
 # (specific finding, the generic findings it explains, why). A code on the left outranks every code on its right
-# when both are present on a host. Doctor codes: module_utils/gpufleet/doctor_rules.py; facts health codes:
-# module_utils/gpufleet/facts.py (health); "no_gpu": the facts read no GPU at all.
+# when both are present on a host. Doctor codes: module_utils/gpufleet/host/doctor/rules.py; facts health codes:
+# module_utils/gpufleet/host/gpu/facts.py (health); "no_gpu": the facts read no GPU at all.
 OUTRANKS = (
     ("no_gpu", ("no_gpus", "gpu_stack_broken", "gpu_facts_unavailable"),
      "the facts' own lines for the same fact: no GPU is visible"),

@@ -28,7 +28,8 @@ KILL_POINTS = [
     ("torch : install | Install the pinned torch packages into the venv", signal.SIGKILL, 4.0),
     ("ssh_hardening : configure | Write the candidate config (checked with sshd -t first; /etc/ssh is not touched)",
      signal.SIGKILL, 0.2),
-    ("jupyter : configure | Write the config (checked by module_utils/gpufleet/jupyter.py on the host first)",
+    ("jupyter : configure | Write the config (checked by module_utils/gpufleet/host/system/jupyter.py on the host "
+     "first)",
      signal.SIGKILL, 0.2),
 ]
 

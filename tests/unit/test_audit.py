@@ -13,7 +13,8 @@ import json
 import types
 
 import pytest
-from gpufleet import audit, checkitem, checklist, checklist_gpu, checklist_host, hostready
+from gpufleet import audit, checkitem, checklist, checklist_gpu, checklist_host
+from gpufleet.host.system import hostready
 
 from tests.unit.doubles import FIXTURES
 

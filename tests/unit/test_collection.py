@@ -88,8 +88,9 @@ def test_only_module_imports_and_fragment_names_change_on_the_way(build):
         built = (tree / "plugins" / "modules" / src.name).read_text()
         assert built == script.plugin_docs(script.module_source(src.read_text()), fragments)
         assert "ansible.module_utils.gpufleet" not in built
-    for src in ROOT.glob("module_utils/gpufleet/*.py"):
-        assert (tree / "plugins" / "module_utils" / "gpufleet" / src.name).read_bytes() == src.read_bytes()
+    for src in ROOT.glob("module_utils/gpufleet/**/*.py"):
+        rel = src.relative_to(ROOT / "module_utils")
+        assert (tree / "plugins" / "module_utils" / rel).read_bytes() == src.read_bytes()
     for src in ROOT.glob("roles/*/tasks/*.yml"):
         assert (tree / src.relative_to(ROOT)).read_bytes() == src.read_bytes()
 

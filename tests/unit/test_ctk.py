@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from gpufleet import ctk
+from gpufleet.host.cuda import ctk
 
 
 def at(version, **override):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufleet import ctk
+from gpufleet.host.cuda import ctk
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import cudalayout, cudaread
+from gpufleet.host.cuda import layout as cudalayout
+from gpufleet.host.cuda import read as cudaread
 
 from tests import fakenvml
 from tests.unit.test_cudatk import link, local_toolkit, pip_runtime, two_toolkits_wrong_link, write
@@ -129,7 +130,7 @@ def test_module_and_doctor_choose_the_same_toolkit_from_the_driver(tmp_path):
     assert got["chosen"]["root"] == "/usr/local/cuda-11.8" and got["chosen"]["rule"] == "driver_compatible"
     # The doctor's side, as library/gpu_doctor.py runs it: gpu_facts under the same driver, its CUDA version
     # into cudalayout.collect (in a subprocess: pynvml keeps the library it loaded for the life of a process).
-    probe = ("import json, pynvml; from gpufleet import facts; "
+    probe = ("import json, pynvml; from gpufleet.host.gpu import facts; "
              "print(json.dumps(facts.gpu_facts(pynvml, lambda: None)['cuda_driver_version']))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
                           env={**os.environ, **env, "PYTHONPATH": str(ROOT / "module_utils")})

@@ -1,4 +1,4 @@
-"""module_utils/gpufleet/cudatk.py and the modules split from it (cudaread, cudafind, cudalinks, cudalayout) on
+"""module_utils/gpufleet/host/cuda/toolkit.py and the modules split from it (read, find, links, layout) on
 real temporary trees (real files, real symlinks) and recorded outputs.
 
 Layouts mirror what the vendors install: NVIDIA's packages put /usr/local/cuda-X.Y/targets/x86_64-linux/lib
@@ -15,7 +15,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpufleet import cudafind, cudalayout, cudalinks, cudaread, cudatk
+from gpufleet.host.cuda import find as cudafind
+from gpufleet.host.cuda import layout as cudalayout
+from gpufleet.host.cuda import links as cudalinks
+from gpufleet.host.cuda import read as cudaread
+from gpufleet.host.cuda import toolkit as cudatk
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 

@@ -11,7 +11,12 @@ import json
 import pathlib
 
 import yaml
-from gpufleet import cudalayout, cudaread, cudatk, doctor, torchcompat, torchparse
+from gpufleet.host.cuda import layout as cudalayout
+from gpufleet.host.cuda import read as cudaread
+from gpufleet.host.cuda import toolkit as cudatk
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.pytorch import compat as torchcompat
+from gpufleet.host.pytorch import parse as torchparse
 from test_cudatk import link, local_toolkit
 from test_doctor import _torch, ev_arch, ev_wrong_variant, healthy, text
 

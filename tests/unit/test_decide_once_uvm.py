@@ -5,7 +5,7 @@ container without it is restarted with its devices, whether /proc/modules could 
 """
 
 import pytest
-from gpufleet import doctor
+from gpufleet.host.doctor import diagnose as doctor
 from test_doctor import PROC_MODULES, _torch, healthy
 
 

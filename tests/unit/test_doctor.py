@@ -4,7 +4,10 @@ import copy
 import pathlib
 
 import pytest
-from gpufleet import doctor, doctor_rules, doctor_texts, kmsg
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import rules as doctor_rules
+from gpufleet.host.doctor import texts as doctor_texts
+from gpufleet.host.system import kmsg
 
 FIX = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 
@@ -504,7 +507,7 @@ def test_render_rules_markdown_lists_every_code():
 
 def test_docs_page_is_generated_from_the_rules():
     # Regenerate with: .venv/bin/python -c "import sys; sys.path.insert(0, 'module_utils');
-    #   from gpufleet import doctor; open('docs/doctor-rules.md', 'w').write(doctor.render_rules_markdown())"
+    #   from gpufleet.host.doctor import diagnose as doctor; open('docs/doctor-rules.md', 'w').write(doctor.render_rules_markdown())"
     from pathlib import Path
     page = Path(__file__).resolve().parents[2] / "docs" / "doctor-rules.md"
     assert page.read_text() == doctor.render_rules_markdown()

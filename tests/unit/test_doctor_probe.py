@@ -5,7 +5,12 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import doctor, doctor_childprobe, doctor_hostprobe, doctor_loginenv, doctor_probe, kmsg
+from gpufleet.host.doctor import childprobe as doctor_childprobe
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import hostprobe as doctor_hostprobe
+from gpufleet.host.doctor import loginenv as doctor_loginenv
+from gpufleet.host.doctor import probe as doctor_probe
+from gpufleet.host.system import kmsg
 from test_doctor import PROC_MODULES, healthy, text
 
 

@@ -15,15 +15,13 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import (
-    checklist,
-    doctor,
-    doctor_hostprobe,
-    doctor_match_renter,
-    doctor_nvmlprobe,
-    doctor_probe,
-    doctor_rules,
-)
+from gpufleet import checklist
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import hostprobe as doctor_hostprobe
+from gpufleet.host.doctor import match_renter as doctor_match_renter
+from gpufleet.host.doctor import nvmlprobe as doctor_nvmlprobe
+from gpufleet.host.doctor import probe as doctor_probe
+from gpufleet.host.doctor import rules as doctor_rules
 from test_audit import TORCH, h100
 from test_doctor import PROC_MODULES, codes, healthy
 from test_doctor_probe import FakeHost, gpu_host
@@ -502,7 +500,7 @@ needs_fakelib = pytest.mark.skipif(
 # Runs in the subprocess: the renter's NVML evidence with the sleep between the looks skipped, our processes none.
 SAMPLE = r"""
 import json, pynvml
-from gpufleet import doctor_nvmlprobe, facts
+from gpufleet.host.doctor import nvmlprobe as doctor_nvmlprobe; from gpufleet.host.gpu import facts
 
 class NoProcesses:
     def gpu_holders(self):

@@ -213,7 +213,7 @@ def test_the_demo_h100_with_malformed_facts_is_unknown_and_checked_again(path, h
 
 def test_a_health_computation_that_fails_is_unknown(monkeypatch):
     """The report computes health itself from facts without it; an error there is unknown, never ok."""
-    from gpufleet import facts
+    from gpufleet.host.gpu import facts
 
     def broken(_facts, expected_gpu_count=None):
         raise KeyError("temperature_c")
@@ -228,7 +228,7 @@ def test_a_health_computation_that_fails_is_unknown(monkeypatch):
 def test_the_shape_table_covers_what_facts_health_reads():
     """Every GPU field facts.health reads has a shape in evidence.SHAPES: a field added to health's rules and not
     to the table would be read as "nothing wrong" when garbled."""
-    from gpufleet import facts
+    from gpufleet.host.gpu import facts
 
     class Reading(dict):
         def __init__(self, data, path, seen):

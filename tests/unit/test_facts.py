@@ -1,8 +1,8 @@
 """facts.collect end to end on recorded data: source choice, fallback, health summary."""
 
 import pytest
-from gpufleet import facts as gf
-from gpufleet import nvsmi
+from gpufleet.host.gpu import facts as gf
+from gpufleet.host.gpu import nvsmi
 
 from tests.unit.doubles import fake_pynvml, fixture_bytes
 from tests.unit.doubles.fake_pynvml import FakeNvml
@@ -251,7 +251,7 @@ def test_collected_at_is_iso_utc_whole_seconds():
 
 
 def test_planned_commands_follow_the_options():
-    from gpufleet import hostenv, hostready
+    from gpufleet.host.system import hostenv, hostready
 
     host = [list(c) for c in hostenv.HOST_COMMANDS]
     assert gf.planned_commands(kernel_log=False) == host
@@ -262,7 +262,7 @@ def test_planned_commands_follow_the_options():
 
 
 def test_collect_through_prefetch_reads_the_same_facts():
-    from gpufleet import hostctx
+    from gpufleet.host.system import hostctx
 
     answers = {"systemd-detect-virt": (0, b"kvm\n", b""), "dpkg-query": (1, b"", b"")}
 

@@ -1,7 +1,8 @@
 """Feature matrix per compute capability, and the pinned cu121 wheel's kernels (from torchcompat)."""
 
 import pytest
-from gpufleet import features, torchcompat
+from gpufleet import features
+from gpufleet.host.pytorch import compat as torchcompat
 
 
 @pytest.mark.parametrize(("cc", "tf32", "bf16", "fp8", "te_fp8", "kernels"), [

@@ -6,8 +6,10 @@ parentheses ("The torch wheel carries no kernels for this GPU's architecture (e.
 import re
 
 import pytest
-from gpufleet import briefs, doctor, doctor_rules, report
+from gpufleet import briefs, report
 from gpufleet import judgement as j
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import rules as doctor_rules
 from test_doctor import CASES
 from test_doctor_renter import RENTER_CASES
 

@@ -8,7 +8,10 @@ import math
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, gate_measure, specs
+from module_utils.gpufleet.host.gate import bench as gate_bench
+from module_utils.gpufleet.host.gate import measure as gate_measure
+from module_utils.gpufleet.host.gate import rules as gate
+from module_utils.gpufleet.host.gpu import specs
 
 
 def params(**kw):

@@ -19,7 +19,12 @@ import time
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, gate_load, gate_measure, gate_multi, specs
+from module_utils.gpufleet.host.gate import bench as gate_bench
+from module_utils.gpufleet.host.gate import load as gate_load
+from module_utils.gpufleet.host.gate import measure as gate_measure
+from module_utils.gpufleet.host.gate import multi as gate_multi
+from module_utils.gpufleet.host.gate import rules as gate
+from module_utils.gpufleet.host.gpu import specs
 from tests.unit.doubles.fake_torch_cuda import FakeCudaMachine, FakeGpu, h100_sxm
 
 H100 = specs.by_key("h100-sxm")

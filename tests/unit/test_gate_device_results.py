@@ -84,7 +84,7 @@ def table_after(text, start):
 
 
 def _units():
-    from module_utils.gpufleet import gate
+    from module_utils.gpufleet.host.gate import rules as gate
 
     return gate.UNITS
 

@@ -15,7 +15,12 @@ import math
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, gate_measure, gate_multi, judgement, specs
+from module_utils.gpufleet import judgement
+from module_utils.gpufleet.host.gate import bench as gate_bench
+from module_utils.gpufleet.host.gate import measure as gate_measure
+from module_utils.gpufleet.host.gate import multi as gate_multi
+from module_utils.gpufleet.host.gate import rules as gate
+from module_utils.gpufleet.host.gpu import specs
 from module_utils.gpufleet.report import findings
 from tests.unit.doubles.fake_torch_cuda import L2_SPEEDUP, FakeCudaMachine, FakeGpu, h100_sxm
 from tests.unit.test_gate_bench_cuda import _VirtualTime, run

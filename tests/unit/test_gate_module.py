@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.gpufleet import gate
+from module_utils.gpufleet.host.gate import rules as gate
 from tests.unit.doubles import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_a_starved_sustained_load_goes_on_for_the_samples_a_clock_drop_needs():
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import torch
-from gpufleet import gate_bench, gate_load
+from gpufleet.host.gate import bench as gate_bench; from gpufleet.host.gate import load as gate_load
 def run(budget_s):
     ticks = iter(range(10 ** 6))
     clock = lambda: float(next(ticks))

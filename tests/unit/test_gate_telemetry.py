@@ -3,7 +3,7 @@ CUDA machine's scripted GPU state (tests/unit/doubles/fake_torch_cuda.py), the o
 reasons, and None where NVML cannot answer. The samples of the sustained load and the burn-in, and the report's
 power and clock columns, are made of these readings; mutation testing found them unchecked (docs/testing.md)."""
 
-from module_utils.gpufleet import gate_measure
+from module_utils.gpufleet.host.gate import measure as gate_measure
 from tests.unit.doubles.fake_torch_cuda import FakeCudaMachine, FakeGpu
 
 HOT = {"sm_mhz": 1410, "sm_max_mhz": 1980, "power_limit_w": 350.25, "power_draw_w": 349.25, "temperature_c": 91,

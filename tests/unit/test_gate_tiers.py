@@ -8,7 +8,11 @@ tests/unit/test_gate_module.py when GPUFLEET_TORCH_PYTHON names a Python with to
 
 import pytest
 
-from module_utils.gpufleet import gate, gate_bench, gate_load, kmsg, specs
+from module_utils.gpufleet.host.gate import bench as gate_bench
+from module_utils.gpufleet.host.gate import load as gate_load
+from module_utils.gpufleet.host.gate import rules as gate
+from module_utils.gpufleet.host.gpu import specs
+from module_utils.gpufleet.host.system import kmsg
 from tests.unit.doubles import FIXTURES
 
 XID_LOG = FIXTURES / "kernel_logs" / "gpud_h100-xe9680_xid119-gsp-timeout_dmesg.log"

@@ -172,7 +172,7 @@ def test_no_nvml_library_at_all(tmp_path):
 
 def test_xid_counts_match_the_project_kernel_log_parser(libdir):
     sys.path.insert(0, str(ROOT / "module_utils"))
-    from gpufleet import kmsg
+    from gpufleet.host.system import kmsg
 
     log = KERNEL_LOGS / "gpud_xid48-63-94_peermem_dmesg-iso.log"
     expected = {}

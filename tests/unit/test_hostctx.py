@@ -5,7 +5,7 @@ import os
 import types
 
 import pytest
-from gpufleet import hostctx, hostenv, hostnet, hostready, hostres, kmsg
+from gpufleet.host.system import hostctx, hostenv, hostnet, hostready, hostres, kmsg
 
 from tests.unit.doubles import FIXTURES, fixture_bytes
 

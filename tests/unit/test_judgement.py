@@ -51,7 +51,8 @@ def test_the_lost_gpu_container_says_restart_and_makes_no_driver_claim():
 
 
 def test_no_finding_outranks_itself_and_every_code_in_the_table_is_known():
-    from gpufleet import doctor_rules, history
+    from gpufleet import history
+    from gpufleet.host.doctor import rules as doctor_rules
 
     doctor_codes = {r["code"] for r in doctor_rules.RULES} | {history.CODE_FLAGGED_BEFORE}
     facts_codes = {"no_gpu", "no_gpus", "gpu_stack_broken", "gpu_facts_unavailable", "gpu_count_low", "xid_79",
@@ -238,7 +239,8 @@ def test_check_verdicts_script_exit_status(tmp_path):
 def test_the_all_reduce_below_its_topology_floor_gives_an_8x_h100_back(busbw, passed):
     """The pre-check's all-reduce on 8x H100 SXM against NCCL_BUSBW_FLOORS (329 GB/s, sourced): below it the
     gate fails and the box goes back with the figure; at it, kept."""
-    from gpufleet import gate, specs
+    from gpufleet.host.gate import rules as gate
+    from gpufleet.host.gpu import specs
 
     spec = specs.lookup("NVIDIA H100 80GB HBM3", 81559)
     exp = gate.expectation("nccl_allreduce", spec, gpu_count=8)

@@ -1,8 +1,9 @@
-"""module_utils/gpufleet/jupyter.py: what the jupyter role refuses, the controller-side hashing, the config."""
+"""module_utils/gpufleet/host/system/jupyter.py: what the jupyter role refuses, the controller-side hashing, the
+config."""
 import json
 
 import pytest
-from gpufleet import jupyter
+from gpufleet.host.system import jupyter
 
 argon2 = pytest.importorskip("argon2")  # argon2-cffi, in the controller venv (requirements.txt)
 

@@ -4,7 +4,7 @@ framings it is read in (dmesg, journalctl -k, rsyslog's kern.log/syslog lines)."
 from pathlib import Path
 
 import pytest
-from gpufleet import kmsg
+from gpufleet.host.system import kmsg
 
 from tests.unit.doubles import fixture_bytes
 
@@ -221,7 +221,7 @@ def test_a_new_boot_starts_over():
 
 
 def test_doctor_sees_xid_79_from_the_probe_message_alone():
-    from gpufleet import doctor_match_cuda
+    from gpufleet.host.doctor import match_cuda as doctor_match_cuda
     x = parse(data("gpud-pr1209_b200_journalctl-k_probe-fallen.log"))
     assert doctor_match_cuda.m_xid_79({"xid_counts": {int(k): n for k, n in x["counts"].items()},
                                   "xid_events": x["events"]})

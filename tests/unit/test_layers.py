@@ -1,9 +1,12 @@
-"""Host and controller code apart (issue 38): module_utils/gpufleet/layers.py says where each module runs.
+"""Host and controller code apart, by where it lies: module_utils/gpufleet/host/ ships to the rented box,
+module_utils/gpufleet/controller/ runs on the controller (issue 49; the table layers.py kept before is the tree now).
 
 What a module ships to a host is the transitive closure of its imports of module_utils (Ansible's
 ``recursive_finder``: every import, also one inside a function, plus the package ``__init__`` files). These
-tests walk the imports with ``ast`` the same way and hold the rule: no host-side module reaches a
-controller-side one, and every module is classified. One test checks the walk against Ansible's own finder.
+tests walk the imports with ``ast`` the same way and hold the rule: nothing under host/ reaches controller code,
+every host-run module's payload lies under host/ (and the package's own ``__init__``), no folder grows past
+``MAX_FILES`` modules, and no module imports a private name (``_name``) from outside its own package folder.
+One test checks the walk against Ansible's own finder.
 
 ``python tests/unit/test_layers.py`` prints each library module's payload: its gpufleet files and their bytes.
 """
@@ -15,11 +18,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import layers
 
 ROOT = Path(__file__).resolve().parents[2]
 UTILS = ROOT / "module_utils"
 PACKAGE = UTILS / "gpufleet"
+HOST = PACKAGE / "host"
+CONTROLLER = PACKAGE / "controller"
+# Modules that run on the controller (a play on localhost): their payload may carry controller code.
+CONTROLLER_MODULES = {
+    "provider_return": "playbooks/return.yml (hosts: localhost, connection: local)",
+}
+# The most modules one folder holds (its __init__ not counted): a family past it is two families.
+MAX_FILES = 15
 # The ways code names the package: in a module of the checkout, of the built collection, and on sys.path.
 PREFIXES = ("ansible.module_utils.", "ansible_collections.gpufleet.fleet.plugins.module_utils.", "")
 
@@ -43,10 +53,10 @@ def dotted_of(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def key_of(dotted):
-    """The name layers.py classifies: gpufleet -> __init__, gpufleet.report.cells -> report."""
-    parts = dotted.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+def side(dotted):
+    """host for the package itself and what lies under host/, controller for the rest."""
+    return "host" if dotted == "gpufleet" or dotted == "gpufleet.host" or dotted.startswith("gpufleet.host.") \
+        else "controller"
 
 
 def imports(path):
@@ -95,34 +105,74 @@ def payload(path):
     return files, sum(f.stat().st_size for f in files)
 
 
-def test_every_module_is_classified_once():
-    files = sorted(PACKAGE.rglob("*.py"))
-    keys = {key_of(dotted_of(f)) for f in files}
-    assert not set(layers.HOST) & set(layers.CONTROLLER), "on both sides"
-    unclassified = keys - set(layers.HOST) - set(layers.CONTROLLER)
-    assert not unclassified, "add these to HOST or CONTROLLER in module_utils/gpufleet/layers.py: %s" % sorted(
-        unclassified)
-    assert set(layers.HOST) | set(layers.CONTROLLER) <= keys, "layers.py names a module that is not there"
-    assert {p.stem for p in library_modules()} >= set(layers.CONTROLLER_MODULES)
+def test_the_package_is_two_wings():
+    """module_utils/gpufleet holds its __init__, host/ and controller/, and nothing else."""
+    top = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    assert top == ["__init__.py", "controller", "host"], top
+    assert {p.stem for p in library_modules()} >= set(CONTROLLER_MODULES)
+
+
+def test_no_folder_holds_more_than_max_files_modules():
+    crowded = {}
+    for folder in [PACKAGE] + [p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"]:
+        count = len([f for f in folder.glob("*.py") if f.name != "__init__.py"])
+        if count > MAX_FILES:
+            crowded[str(folder.relative_to(UTILS))] = count
+    assert not crowded, "folders past %d modules (split the family): %s" % (MAX_FILES, crowded)
 
 
 def test_no_host_module_imports_controller_code():
     """doctor_rules once imported audit for one constant: 950 lines of checklist in every doctor payload."""
     wrong = []
-    for key in sorted(layers.HOST):
-        path = file_of("gpufleet" if key == "__init__" else "gpufleet." + key)
+    for path in sorted(HOST.rglob("*.py")):
         for name, chain in closure(path).items():
-            if key_of(name) in layers.CONTROLLER:
-                wrong.append("%s -> %s" % (key, " -> ".join(key_of(n) for n in chain)))
+            if side(name) == "controller":
+                wrong.append("%s -> %s" % (dotted_of(path), " -> ".join(chain)))
     assert not wrong, "host-side code imports controller-side code: %s" % wrong
 
 
-@pytest.mark.parametrize("module", [p for p in library_modules() if p.stem not in layers.CONTROLLER_MODULES],
+@pytest.mark.parametrize("module", [p for p in library_modules() if p.stem not in CONTROLLER_MODULES],
                          ids=lambda p: p.stem)
 def test_a_host_module_ships_host_code_only(module):
-    shipped = {key_of(name) for name in closure(module)}
-    assert shipped <= set(layers.HOST), "%s ships controller code: %s" % (module.stem, sorted(shipped - set(
-        layers.HOST)))
+    shipped = sorted(name for name in closure(module) if side(name) == "controller")
+    assert not shipped, "%s ships controller code: %s" % (module.stem, shipped)
+
+
+def _package_folder(dotted):
+    """The folder (package) a module lies in: gpufleet.host.gate.bench -> gpufleet.host.gate."""
+    path = file_of(dotted)
+    return dotted if path.name == "__init__.py" else dotted.rsplit(".", 1)[0]
+
+
+def test_no_private_name_is_imported_from_outside_its_package_folder():
+    """A ``_name`` is its package's own: imported from another package folder, it is an interface without the name
+    of one. Relative and absolute imports alike, in module_utils, library/, plugins, scripts/ and tests/."""
+    wrong = []
+    sources = list(PACKAGE.rglob("*.py"))
+    for path in sources:
+        package = dotted_of(path).split(".")
+        if path.name != "__init__.py":
+            package = package[:-1]
+        for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+                for prefix in PREFIXES:
+                    if prefix and base.startswith(prefix):
+                        base = base[len(prefix):]
+                        break
+            if not file_of(base):
+                continue
+            for alias in node.names:
+                full = base + "." + alias.name
+                if file_of(full):  # a module, not a name inside one
+                    continue
+                if alias.name.startswith("_") and _package_folder(base) != ".".join(package):
+                    wrong.append("%s imports %s from %s" % (dotted_of(path), alias.name, base))
+    assert not wrong, "private names imported across package folders: %s" % sorted(wrong)
 
 
 def test_the_walk_reads_imports_as_ansible_does():
@@ -150,7 +200,7 @@ print(json.dumps(out))
     # snippet adjusted.
     assert done.returncode == 0, done.stderr[-2000:]
     ansible = json.loads(done.stdout)
-    assert "ansible/module_utils/gpufleet/doctor.py" in ansible["gpu_doctor"]
+    assert "ansible/module_utils/gpufleet/host/doctor/diagnose.py" in ansible["gpu_doctor"]
     for module in modules:
         ours = ["ansible/module_utils/" + str(f.relative_to(UTILS)) for f in payload(module)[0]]
         assert ours == ansible[module.stem], module.stem

@@ -1,7 +1,7 @@
 """NVML collection against a pynvml double that serves recorded machines."""
 
 import pytest
-from gpufleet import nvml, nvsmi
+from gpufleet.host.gpu import nvml, nvsmi
 
 from tests.unit.doubles import fake_pynvml, fixture_bytes
 from tests.unit.doubles.fake_pynvml import FakeNvml

@@ -1,7 +1,7 @@
 """The NVML path of the facts code, run against the fake libnvidia-ml.so.1 (tests/fakenvml).
 
 Nothing here is a Python double: the real pynvml (nvidia-ml-py) loads the library built from
-``tests/fakenvml/fake_nvml.c`` through ctypes, and ``gpufleet.facts.collect`` runs unchanged.
+``tests/fakenvml/fake_nvml.c`` through ctypes, and ``gpufleet.host.gpu.facts.collect`` runs unchanged.
 pynvml keeps the loaded library for the life of a process, so each profile is collected in its
 own subprocess. Every expected value is read from the profile JSON, not repeated here.
 """
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(not fakenvml.usable(PYTHON), reason=fakenvml.NEE
 COLLECT = r"""
 import json
 import pynvml
-from gpufleet import facts
+from gpufleet.host.gpu import facts
 
 
 def no_smi():

@@ -4,7 +4,7 @@ import glob
 import os
 
 import pytest
-from gpufleet import nvsmi
+from gpufleet.host.gpu import nvsmi
 
 from tests.unit.doubles import FIXTURES, fixture_bytes
 

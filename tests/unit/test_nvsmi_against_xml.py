@@ -9,7 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from gpufleet import nvsmi
+from gpufleet.host.gpu import nvsmi
 
 from tests.unit.doubles import FIXTURES
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import facts as gf
-from gpufleet import nvsmi
+from gpufleet.host.gpu import facts as gf
+from gpufleet.host.gpu import nvsmi
 
 from tests import fakenvml
 from tests.unit.doubles import FIXTURES, fixture_bytes
@@ -224,7 +224,7 @@ needs_fake_nvml = pytest.mark.skipif(not fakenvml.usable(PYTHON), reason=fakenvm
 COLLECT = r"""
 import json
 import pynvml
-from gpufleet import facts
+from gpufleet.host.gpu import facts
 
 print(json.dumps(facts.collect(pynvml=pynvml, run_nvidia_smi=lambda: (127, b"", b"not found"),
                                read_file=lambda p: None, exists=lambda p: False, statvfs=lambda p: None,

@@ -4,7 +4,8 @@ import importlib.util
 import pathlib
 
 import pytest
-from gpufleet import doctor, doctor_rules
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import rules as doctor_rules
 from test_doctor import CASES, ev_cvd, ev_link, ev_xid79, healthy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -22,8 +22,11 @@ import sys
 import tempfile
 
 import pytest
-from gpufleet import doctor, doctor_childprobe, doctor_probe, report
 from gpufleet import judgement as j
+from gpufleet import report
+from gpufleet.host.doctor import childprobe as doctor_childprobe
+from gpufleet.host.doctor import diagnose as doctor
+from gpufleet.host.doctor import probe as doctor_probe
 from test_doctor import ev_arch
 from test_find_python import Host
 

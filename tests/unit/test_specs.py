@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from gpufleet import specs
+from gpufleet.host.gpu import specs
 
 REQUIRED = ("key", "name", "arch", "compute_capability", "form_factor", "memory_gib", "memory_bandwidth_gbs",
             "bf16_tflops", "fp16_tflops", "tf32_tflops", "fp32_tflops", "pcie_gen", "pcie_width", "nvlink_gbs",

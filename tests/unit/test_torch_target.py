@@ -1,5 +1,6 @@
 """torch_target (issue 41): which environment's torch gpufleet acts on, whether that torch runs the GPUs, what restores
-its saved freeze; gpufleet/torchtarget.py, the probe it runs on the host, and library/torch_target.py as a module."""
+its saved freeze; gpufleet/host/pytorch/target.py, the probe it runs on the host, and library/torch_target.py as a
+module."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from gpufleet import torchtarget as tt
+from gpufleet.host.pytorch import target as tt
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = Path(sys.executable).parent / "ansible"

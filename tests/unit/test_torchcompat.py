@@ -3,8 +3,11 @@
 import re
 
 import pytest
-from gpufleet import torcharch, torchcheck, torchparse, torchtable
-from gpufleet import torchcompat as tc
+from gpufleet.host.pytorch import arch as torcharch
+from gpufleet.host.pytorch import check as torchcheck
+from gpufleet.host.pytorch import compat as tc
+from gpufleet.host.pytorch import parse as torchparse
+from gpufleet.host.pytorch import table as torchtable
 
 # ---- the table --------------------------------------------------------------------------------
 

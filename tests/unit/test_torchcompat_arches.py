@@ -4,8 +4,10 @@ map with the GPU's compute capability in the choice, and refusals that name a bu
 import re
 
 import pytest
-from gpufleet import torcharch, torchparse, torchtable
-from gpufleet import torchcompat as tc
+from gpufleet.host.pytorch import arch as torcharch
+from gpufleet.host.pytorch import compat as tc
+from gpufleet.host.pytorch import parse as torchparse
+from gpufleet.host.pytorch import table as torchtable
 
 # ---- every row carries its arch list, from its source ----------------------------------------
 

@@ -14,9 +14,10 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import doctor_rules, history, report
-from gpufleet import facts as gpufacts
+from gpufleet import history, report
 from gpufleet import judgement as j
+from gpufleet.host.doctor import rules as doctor_rules
+from gpufleet.host.gpu import facts as gpufacts
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOW = "2026-12-05T10:00:00+00:00"
@@ -62,7 +63,7 @@ def test_the_fix_here_codes_are_what_remediate_fixes():
 
 def _health_codes():
     """(code, severity) of every finding facts.health can write, read from its source (a new one is walked too)."""
-    text = (ROOT / "module_utils" / "gpufleet" / "facts.py").read_text()
+    text = (ROOT / "module_utils" / "gpufleet" / "host" / "gpu" / "facts.py").read_text()
     found = set(re.findall(r'_finding\(\s*findings,\s*"([a-z0-9_]+)",\s*"([a-z]+)"', text))
     found |= {("xid_79", "critical"), ("xid_13", "warning"), ("xid_48", "critical")}
     assert len(found) >= 18, found  # the regex still reads the file

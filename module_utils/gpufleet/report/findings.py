@@ -77,7 +77,7 @@ def health_of(facts):
     health = facts.get("health")
     if not isinstance(health, dict):
         try:
-            from ..facts import health as compute
+            from ..host.gpu.facts import health as compute
 
             health = compute(_evidence.clean_gpu_facts(facts))
         except Exception as exc:

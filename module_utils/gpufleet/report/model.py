@@ -37,7 +37,7 @@ def _spec(gpu):
     if not gpu.get("name"):
         return {}
     try:  # the spec table is optional here: a report must render without it
-        from ..specs import lookup
+        from ..host.gpu.specs import lookup
 
         return lookup(gpu.get("name"), gpu.get("memory_total_mib")) or {}
     except Exception:

@@ -1,7 +1,8 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of the jupyter role: thin wrappers around module_utils/gpufleet/jupyter.py, run on the controller.
+"""Filters of the jupyter role: thin wrappers around module_utils/gpufleet/host/system/jupyter.py, run on the
+controller.
 
   settings | gpufleet_jupyter_problems               -> list of reasons to refuse the role's variables
   password | gpufleet_jupyter_hash(current_config)   -> argon2 hash (the current one when it still matches)
@@ -13,10 +14,10 @@ from pathlib import Path
 from ansible.errors import AnsibleFilterError
 
 if "ansible_collections" in Path(__file__).resolve().parts:  # installed as the collection gpufleet.fleet
-    from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet import jupyter
+    from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet.host.system import jupyter
 else:  # the checkout: controller plugins do not see ansible.cfg's module_utils path, so it is read from the top
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "module_utils"))
-    from gpufleet import jupyter
+    from gpufleet.host.system import jupyter
 
 
 def problems(settings):

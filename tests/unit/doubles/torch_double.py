@@ -126,7 +126,7 @@ backends = _types.SimpleNamespace(cudnn=_types.SimpleNamespace(
 
 def arch_list(version):
     """The arch list of a build ("2.7.1+cu126") from torchcompat's wheel table (sm and PTX entries), or None."""
-    from gpufleet import torchtable
+    from gpufleet.host.pytorch import table as torchtable
 
     m = re.match(r"^(\d+\.\d+)\.\d+\+(cu\d+)$", version)
     row = torchtable.wheel(m.group(1), m.group(2)) if m else None
