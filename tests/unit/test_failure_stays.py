@@ -10,7 +10,7 @@ do: ``stage.yml`` fails on the hosts named in ``fail_hosts``; ``other.yml`` is t
 - other.yml on rented-a succeeds, then report.yml: still failed (another playbook clears nothing of stage.yml's);
 - stage.yml on rented-a succeeds, then report.yml: keep again, and the status file holds no host.
 
-tests/e2e/test_failure_stays.py does the same with site.yml on demo hosts.
+tests/e2e/test_demo_failure_stays.py does the same with site.yml on demo hosts.
 """
 
 import json
