@@ -302,8 +302,8 @@ def validate(params):
             p[name] = _positive(problems, name, p[name], integer=True, upper=65536)
     if p["buffer_mib"] is not None and p["device"] == "cuda" and p["buffer_mib"] < BUFFER_FLOOR_MIB:
         # cpu mode (mechanics only, its own floors, not a spec) takes any size
-        problems.append("buffer_mib %d MiB is below its floor of %d MiB on a GPU: the memory test's working set "
-                        "(%d x %d = %d MiB) must be at least %d x the largest L2 in the spec table (%s: %s MiB, so "
+        problems.append("buffer_mib %s MiB is below its floor of %s MiB on a GPU: the memory test's working set "
+                        "(%s x %s = %s MiB) must be at least %d x the largest L2 in the spec table (%s: %s MiB, so "
                         "%s MiB), or it times the L2 cache, not the memory" % (
                             p["buffer_mib"], BUFFER_FLOOR_MIB, TRIAD_BUFFERS, p["buffer_mib"],
                             TRIAD_BUFFERS * p["buffer_mib"], L2_MULTIPLE, _LARGEST_L2["key"], LARGEST_L2_MB,
