@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Inventory plugin runpod: the pods of a RunPod account as Ansible hosts.
 
-Thin: options, HTTP through the package module_utils/gpufleet/providers/ (retries and errors in client.py),
+Thin: options, HTTP through the package module_utils/gpufleet/controller/providers/ (retries and errors in client.py),
 the host records it parses, and Constructable/Cacheable. The logic and its sources are in providers/runpod.py.
 """
 # ruff: noqa: E402 - Ansible reads a plugin's DOCUMENTATION before its imports (ansible-test validate-modules)
@@ -82,10 +82,10 @@ from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 if "ansible_collections" in Path(__file__).resolve().parts:  # installed as the collection gpufleet.fleet
-    from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet import providers
+    from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet.controller import providers
 else:  # the checkout: controller plugins do not see ansible.cfg's module_utils path, so it is read from beside
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-    from gpufleet import providers
+    from gpufleet.controller import providers
 
 
 class InventoryModule(providers.InventoryMixin, BaseInventoryPlugin, Constructable, Cacheable):

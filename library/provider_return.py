@@ -100,7 +100,7 @@ returned:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpufleet import providers
+from ansible.module_utils.gpufleet.controller import providers
 
 
 def plan(provider, api_url, boxes):

@@ -30,7 +30,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
-from gpufleet import providers  # noqa: E402 - the plugins' own naming, from the checkout
+from gpufleet.controller import providers  # noqa: E402 - the plugins' own naming, from the checkout
 
 PROFILES = ROOT / "tests" / "fakenvml" / "profiles"
 # Per provider: the list path, the plugin config file name, the env variable of the key, the host name prefix.

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from gpufleet.checklist_host import ROOT_FREE_MIN_GIB
+from gpufleet.controller.checklist.host import ROOT_FREE_MIN_GIB
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "inventories" / "demo" / "hosts.yml"

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 import ansible_runner
 import pytest
 from demolib import ROOT, load_report, root_disk_moved, statuses
-from gpufleet.checklist_host import ROOT_FREE_MIN_GIB
+from gpufleet.controller.checklist.host import ROOT_FREE_MIN_GIB
 
 CHECKLIST = ("torch_cuda", "cudnn", "capacity", "features", "access", "image", "multi_gpu", "packages",
              "monitoring", "security", "history")

@@ -1,4 +1,4 @@
-"""The GPU history across two demo runs (module_utils/gpufleet/history.py, docs/history.md).
+"""The GPU history across two demo runs (module_utils/gpufleet/controller/judgement/history.py, docs/history.md).
 
 playbooks/facts.yml runs twice on demo hosts 04 (8x H100, healthy) and 05 (4x A100, to be returned) from a
 temporary inventory and report folder, as a renter would run it a day apart:

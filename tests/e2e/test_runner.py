@@ -17,7 +17,7 @@ import ansible_runner
 import pytest
 import yaml
 from demolib import ROOT, root_disk_moved, statuses
-from gpufleet import runner_results
+from gpufleet.controller import runner_results
 
 BIN = ROOT / ".venv" / "bin"
 INVENTORY = ROOT / "inventories" / "demo"

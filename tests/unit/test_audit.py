@@ -13,7 +13,11 @@ import json
 import types
 
 import pytest
-from gpufleet import audit, checkitem, checklist, checklist_gpu, checklist_host
+from gpufleet.controller.checklist import audit
+from gpufleet.controller.checklist import build as checklist
+from gpufleet.controller.checklist import gpu as checklist_gpu
+from gpufleet.controller.checklist import host as checklist_host
+from gpufleet.controller.checklist import item as checkitem
 from gpufleet.host.system import hostready
 
 from tests.unit.doubles import FIXTURES

@@ -17,7 +17,8 @@ import shutil
 import subprocess
 
 import pytest
-from gpufleet import audit, checklist
+from gpufleet.controller.checklist import audit
+from gpufleet.controller.checklist import build as checklist
 
 from tests.unit.test_audit import h100
 

@@ -11,7 +11,10 @@ import io
 import json
 
 import pytest
-from gpufleet import audit, checkitem, checklist, report, torch_advisories
+from gpufleet.controller import report
+from gpufleet.controller.checklist import audit, torch_advisories
+from gpufleet.controller.checklist import build as checklist
+from gpufleet.controller.checklist import item as checkitem
 
 from tests.unit.doubles import FIXTURES
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from gpufleet import capacity
+from gpufleet.controller.checklist import capacity
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "capacity.md"
 

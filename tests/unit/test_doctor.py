@@ -356,8 +356,8 @@ def test_a_new_rule_is_its_row():
     The doctor reports its finding with the row's severity, remedy class, meaning and remedy, the reference page
     lists it, and the report's judgement turns it into an action and a verdict line (the meaning's first sentence:
     no BRIEFS entry needed; OUTRANKS only if it should hide or be hidden by another code, which a new code is not)."""
-    from gpufleet import judgement
-    from gpufleet.report import findings as report_findings
+    from gpufleet.controller.judgement import judge as judgement
+    from gpufleet.controller.report import findings as report_findings
 
     row = doctor_rules._rule(
         code="test_new_rule_row", severity="critical", remedy_class="provider",
@@ -507,7 +507,8 @@ def test_render_rules_markdown_lists_every_code():
 
 def test_docs_page_is_generated_from_the_rules():
     # Regenerate with: .venv/bin/python -c "import sys; sys.path.insert(0, 'module_utils');
-    #   from gpufleet.host.doctor import diagnose as doctor; open('docs/doctor-rules.md', 'w').write(doctor.render_rules_markdown())"
+    #   from gpufleet.host.doctor import diagnose as doctor; open('docs/doctor-rules.md',
+    #   'w').write(doctor.render_rules_markdown())"
     from pathlib import Path
     page = Path(__file__).resolve().parents[2] / "docs" / "doctor-rules.md"
     assert page.read_text() == doctor.render_rules_markdown()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import checklist
+from gpufleet.controller.checklist import build as checklist
 from gpufleet.host.doctor import diagnose as doctor
 from gpufleet.host.doctor import hostprobe as doctor_hostprobe
 from gpufleet.host.doctor import match_renter as doctor_match_renter

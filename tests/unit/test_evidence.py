@@ -1,4 +1,5 @@
-"""Evidence that cannot be judged is unknown, never "keep" (module_utils/gpufleet/evidence.py, report/findings.py).
+"""Evidence that cannot be judged is unknown, never "keep" (module_utils/gpufleet/controller/judgement/evidence.py,
+report/findings.py).
 
 Each case is a recorded host (tests/fixtures/report-demo: 04 is a healthy 8x H100 box, keep; tests/fixtures/report:
 gpu-4090-03 fails its host-to-device gate) with one piece of its evidence made unreadable or self-contradictory, as
@@ -11,7 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
-from gpufleet import evidence, judgement, report
+from gpufleet.controller import report
+from gpufleet.controller.judgement import evidence
+from gpufleet.controller.judgement import judge as judgement
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NOW = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.timezone.utc)

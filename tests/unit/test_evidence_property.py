@@ -22,7 +22,9 @@ import json
 from pathlib import Path
 
 import pytest
-from gpufleet import evidence, judgement, report
+from gpufleet.controller import report
+from gpufleet.controller.judgement import evidence
+from gpufleet.controller.judgement import judge as judgement
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

@@ -21,7 +21,7 @@ import sys
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
-from gpufleet import judgement as j
+from gpufleet.controller.judgement import judge as j
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHECK_YML = ROOT / "playbooks" / "check.yml"

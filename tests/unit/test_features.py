@@ -1,7 +1,7 @@
 """Feature matrix per compute capability, and the pinned cu121 wheel's kernels (from torchcompat)."""
 
 import pytest
-from gpufleet import features
+from gpufleet.controller.checklist import features
 from gpufleet.host.pytorch import compat as torchcompat
 
 

@@ -6,8 +6,9 @@ parentheses ("The torch wheel carries no kernels for this GPU's architecture (e.
 import re
 
 import pytest
-from gpufleet import briefs, report
-from gpufleet import judgement as j
+from gpufleet.controller import report
+from gpufleet.controller.judgement import briefs
+from gpufleet.controller.judgement import judge as j
 from gpufleet.host.doctor import diagnose as doctor
 from gpufleet.host.doctor import rules as doctor_rules
 from test_doctor import CASES

@@ -243,7 +243,7 @@ def test_a_test_left_without_peers_by_an_error_does_not_stop_the_outlier_rule_fo
 
 
 def test_entries_have_the_shape_the_fleet_report_reads():
-    from module_utils.gpufleet import report
+    from module_utils.gpufleet.controller import report
 
     entries = gate.evaluate([raw(0, "bf16_gemm", [794.5] * 5), raw(0, "memory_bandwidth", [2970] * 5)],
                             gpus("h100-sxm"), params())

@@ -15,13 +15,13 @@ import math
 
 import pytest
 
-from module_utils.gpufleet import judgement
+from module_utils.gpufleet.controller.judgement import judge as judgement
+from module_utils.gpufleet.controller.report import findings
 from module_utils.gpufleet.host.gate import bench as gate_bench
 from module_utils.gpufleet.host.gate import measure as gate_measure
 from module_utils.gpufleet.host.gate import multi as gate_multi
 from module_utils.gpufleet.host.gate import rules as gate
 from module_utils.gpufleet.host.gpu import specs
-from module_utils.gpufleet.report import findings
 from tests.unit.doubles.fake_torch_cuda import L2_SPEEDUP, FakeCudaMachine, FakeGpu, h100_sxm
 from tests.unit.test_gate_bench_cuda import _VirtualTime, run
 

@@ -1,4 +1,5 @@
-"""GPU history across report runs (module_utils/gpufleet/history.py): two runs of the fleet report made with
+"""GPU history across report runs (module_utils/gpufleet/controller/judgement/history.py): two runs of the fleet
+report made with
 report.summarize from the recorded results in tests/fixtures/report/, what the second run's report says about a
 swapped GPU and a box returned before, and a history file that is missing, corrupt or too big."""
 
@@ -13,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import history, report
+from gpufleet.controller import report
+from gpufleet.controller.judgement import history
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "report"

@@ -1,4 +1,4 @@
-"""The inventory plugins vastai, runpod and lambda_cloud, end to end, and module_utils/gpufleet/providers/.
+"""The inventory plugins vastai, runpod and lambda_cloud, end to end, and module_utils/gpufleet/controller/providers/.
 
 A local HTTP server (127.0.0.1, port 0) replays response shapes built from the providers' documented fields
 (tests/unit/data/providers/), the inventory configs point api_url at it, and the real ansible-inventory runs
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufleet import providers
+from gpufleet.controller import providers
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data" / "providers"

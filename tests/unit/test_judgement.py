@@ -1,12 +1,14 @@
-"""One judgement per host (module_utils/gpufleet/judgement.py): the precedence table, the worst action, the
+"""One judgement per host (module_utils/gpufleet/controller/judgement/judge.py): the precedence table, the worst
+action, the
 one-breath verdict, and the report built on it."""
 
 import json
 import pathlib
 
 import pytest
-from gpufleet import briefs, report
-from gpufleet import judgement as j
+from gpufleet.controller import report
+from gpufleet.controller.judgement import briefs
+from gpufleet.controller.judgement import judge as j
 
 HERE = pathlib.Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "report"
@@ -51,7 +53,7 @@ def test_the_lost_gpu_container_says_restart_and_makes_no_driver_claim():
 
 
 def test_no_finding_outranks_itself_and_every_code_in_the_table_is_known():
-    from gpufleet import history
+    from gpufleet.controller.judgement import history
     from gpufleet.host.doctor import rules as doctor_rules
 
     doctor_codes = {r["code"] for r in doctor_rules.RULES} | {history.CODE_FLAGGED_BEFORE}

@@ -39,7 +39,7 @@ def library_modules():
 
 
 def file_of(dotted):
-    """gpufleet.report.cells -> its file; None when the name is no module of the package."""
+    """gpufleet.controller.report.cells -> its file; None when the name is no module of the package."""
     if dotted != "gpufleet" and not dotted.startswith("gpufleet."):
         return None
     path = UTILS.joinpath(*dotted.split("."))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufleet import report
+from gpufleet.controller import report
 
 from tests import fakenvml
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import providers, report
+from gpufleet.controller import providers, report
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))

@@ -22,8 +22,8 @@ import sys
 import tempfile
 
 import pytest
-from gpufleet import judgement as j
-from gpufleet import report
+from gpufleet.controller import report
+from gpufleet.controller.judgement import judge as j
 from gpufleet.host.doctor import childprobe as doctor_childprobe
 from gpufleet.host.doctor import diagnose as doctor
 from gpufleet.host.doctor import probe as doctor_probe

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpufleet import report
+from gpufleet.controller import report
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "report"
@@ -953,7 +953,7 @@ def test_the_package_imports_and_writes_the_data_files_without_jinja2(tmp_path):
     code = (
         "import sys; sys.modules['jinja2'] = None; sys.modules['markupsafe'] = None\n"
         "sys.path.insert(0, %r)\n"
-        "from gpufleet import report\n"
+        "from gpufleet.controller import report\n"
         "s = report.summarize(report.load_results(%r))\n"
         "assert report.to_json(s) and report.to_csv(s) and report.to_prometheus(s)\n"
         "try:\n"

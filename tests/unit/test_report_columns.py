@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 
 import pytest
-from gpufleet import report
-from gpufleet.report import columns
+from gpufleet.controller import report
+from gpufleet.controller.report import columns
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "report"
 NOW = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)

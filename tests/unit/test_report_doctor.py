@@ -4,7 +4,7 @@ import json
 import pathlib
 
 import pytest
-from gpufleet import report
+from gpufleet.controller import report
 
 SCHEMA_FILE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "schema" / "fleet.schema.json"
 

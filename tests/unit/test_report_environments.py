@@ -9,8 +9,8 @@ import copy
 from html.parser import HTMLParser
 
 import pytest
-from gpufleet import report
-from gpufleet.report import cells
+from gpufleet.controller import report
+from gpufleet.controller.report import cells
 
 from tests.unit.test_report import FIXTURES, INVENTORY, NOW
 

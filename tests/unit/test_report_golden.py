@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from gpufleet import report
+from gpufleet.controller import report
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "scripts" / "fleet-report"
@@ -89,7 +89,7 @@ def render(name, outdir, results=None, cli=CLI):
             shutil.copy(FIXTURES / "report-demo" / "history.json", work)
             argv = [str(results or default_results), "--out", str(outdir)] + [a.replace("{work}", work) for a in extra]
             script = runpy.run_path(str(cli), run_name="fleet_report_golden")
-            assert script["report"] is report, "the CLI imported another gpufleet.report than this test"
+            assert script["report"] is report, "the CLI imported another gpufleet.controller.report than this test"
             rc = script["main"](argv)
     finally:
         sys.path[:] = saved_path  # the script puts its module_utils in front

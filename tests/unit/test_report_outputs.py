@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from gpufleet import report
+from gpufleet.controller import report
 
 from tests.unit.test_report import EXPECTED_STATUS, FIXTURES, INVENTORY, NOW, PARTIAL, _evil_results
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
-from gpufleet import report, runner_results
+from gpufleet.controller import report, runner_results
 from jinja2 import Environment, nodes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -362,7 +362,7 @@ def test_a_check_job_gives_what_report_yml_writes(tmp_path, monkeypatch):
 def test_a_check_job_reads_the_same_in_the_report(tmp_path, monkeypatch):
     """The two sets of results make the same report: statuses, reasons, checklists, verdicts and the pre-check's
     findings, the exit status included."""
-    from gpufleet import judgement
+    from gpufleet.controller.judgement import judge as judgement
 
     events = _check_job()
     theirs = _report_yml_results(events, CHECK_INVENTORY, _callback_status(events, tmp_path, monkeypatch))

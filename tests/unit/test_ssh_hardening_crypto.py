@@ -1,4 +1,5 @@
-"""ssh_hardening's choice of algorithms (module_utils/gpufleet/sshcrypto.py) on the OpenSSH releases rented
+"""ssh_hardening's choice of algorithms (module_utils/gpufleet/controller/checklist/sshcrypto.py) on the OpenSSH
+releases rented
 containers come with: 8.2 (Ubuntu 20.04), 8.4 (Debian 11), 8.9 (Ubuntu 22.04), 9.2 (Debian 12), 10.0 (Debian 13).
 The compatible default works on each and still lets an old client in; the strict profile offers hybrids only and is
 refused, with nothing changed, where the host's OpenSSH has none."""
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpufleet import sshcrypto
+from gpufleet.controller.checklist import sshcrypto
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "ssh_hardening" / "defaults" / "main.yml").read_text())

@@ -1,7 +1,7 @@
 """Torch security advisories: the sourced table and advisories(torch_version)."""
 
 import pytest
-from gpufleet import torch_advisories as ta
+from gpufleet.controller.checklist import torch_advisories as ta
 
 CVE_LOAD, CVE_UNPICKLER = "CVE-2025-32434", "CVE-2026-24747"
 

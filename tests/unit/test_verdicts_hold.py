@@ -14,8 +14,9 @@ import subprocess
 import sys
 
 import pytest
-from gpufleet import history, report
-from gpufleet import judgement as j
+from gpufleet.controller import report
+from gpufleet.controller.judgement import history
+from gpufleet.controller.judgement import judge as j
 from gpufleet.host.doctor import rules as doctor_rules
 from gpufleet.host.gpu import facts as gpufacts
 

@@ -112,8 +112,8 @@ def _arch_missing(ev, where):
 def _first_covering(ccs):
     """{"series", "variant"} of the earliest torch build with kernels for every one of ``ccs``, or None."""
     try:
-        from .host.pytorch.arch import first_covering
-        from .host.pytorch.parse import parse_cc
+        from ...host.pytorch.arch import first_covering
+        from ...host.pytorch.parse import parse_cc
 
         got = first_covering([parse_cc(c) for c in ccs])
     except Exception:  # the compatibility table is optional here: a line must render without it

@@ -40,8 +40,9 @@ templates loop over the cells, so they need no edit.
 Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
 """
 
-from ..judgement import KEEP as VERDICT_KEEP  # noqa: F401
-from ..judgement import VERDICT_MAX, verdict, what_to_do  # noqa: F401
+from ..judgement.judge import KEEP as VERDICT_KEEP  # noqa: F401
+from ..judgement.judge import VERDICT_MAX, verdict, what_to_do  # noqa: F401
+from ..parallel import PARALLEL_MIN_FILES, PARALLEL_MIN_ROWS, ReportWriteError  # noqa: F401
 from ._common import (  # noqa: F401 - the package's public names
     _REASON_SEVERITIES,
     ACTION_CHECK,
@@ -68,7 +69,6 @@ from .findings import finding_text as _finding_text  # noqa: F401
 from .jinja_env import ReportTemplateError  # noqa: F401
 from .load import iter_results, load_results, read_hosts_file, split_bundle  # noqa: F401
 from .model import _measured_tflops, decide, facts_time_text  # noqa: F401
-from .parallel import PARALLEL_MIN_FILES, PARALLEL_MIN_ROWS, ReportWriteError  # noqa: F401
 from .prometheus import PROMETHEUS_METRICS, _host_gate, iter_prometheus, prom_escape, to_prometheus  # noqa: F401
 from .render_csv import csv_rows, iter_csv, to_csv  # noqa: F401
 from .render_html import HTML_GPU_ROWS, SORT_SCRIPT, iter_html, script_hash, to_html  # noqa: F401

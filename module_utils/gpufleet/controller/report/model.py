@@ -6,11 +6,11 @@ read nothing else. The evidence becomes findings (``judgement``: findings.py, on
 ``decide`` turns them into the host's status, action, verdict and reasons: nothing here sets those.
 """
 
-from .. import checkitem as _checkitem
-from .. import features as _features
-from .. import judgement as _judgement
 from .. import providers as _providers
-from ..checklist import checklist as _build_checklist
+from ..checklist import features as _features
+from ..checklist import item as _checkitem
+from ..checklist.build import checklist as _build_checklist
+from ..judgement import judge as _judgement
 from . import findings as _findings
 from ._common import (
     _EMPTY,
@@ -37,7 +37,7 @@ def _spec(gpu):
     if not gpu.get("name"):
         return {}
     try:  # the spec table is optional here: a report must render without it
-        from ..host.gpu.specs import lookup
+        from ...host.gpu.specs import lookup
 
         return lookup(gpu.get("name"), gpu.get("memory_total_mib")) or {}
     except Exception:

@@ -9,9 +9,9 @@ Each reads the doctor's torch evidence and the GPU facts; on a CPU host by inten
 
 import re
 
+from ...host.doctor.match_renter import SHM_MIN_MIB
 from . import capacity, features
-from .checkitem import _CPU_HOST, _NO_DOCTOR, _item, _l, _unknown, _worst
-from .host.doctor.match_renter import SHM_MIN_MIB
+from .item import _CPU_HOST, _NO_DOCTOR, _item, _l, _unknown, _worst
 
 # SHM_MIN_MIB, the /dev/shm floor, comes from doctor_match_renter: the doctor checks the same floor on the host.
 MEMLOCK_SOURCE = "NVIDIA NGC PyTorch container docs: docker run --shm-size=1g --ulimit memlock=-1"

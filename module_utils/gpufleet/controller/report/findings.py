@@ -7,10 +7,10 @@ list of findings made by the one constructor, ``judgement.finding``. The report'
 a fixed order (the verdict keeps that order among equals); ``judgement.decide`` turns the findings into a decision.
 """
 
-from .. import briefs as _briefs
-from .. import evidence as _evidence
-from .. import history as _history
-from .. import judgement as _judgement
+from ..judgement import briefs as _briefs
+from ..judgement import evidence as _evidence
+from ..judgement import history as _history
+from ..judgement import judge as _judgement
 from ._common import (
     _REASON_SEVERITIES,
     ACTION_CHECK,
@@ -77,7 +77,7 @@ def health_of(facts):
     health = facts.get("health")
     if not isinstance(health, dict):
         try:
-            from ..host.gpu.facts import health as compute
+            from ...host.gpu.facts import health as compute
 
             health = compute(_evidence.clean_gpu_facts(facts))
         except Exception as exc:

@@ -6,8 +6,8 @@ out of audit.py; checklist.py assembles them). They read gpu_facts' readiness pr
 venv, monitoring) and the host context.
 """
 
-from .checkitem import _CPU_HOST, _d, _item, _l, _unknown, _worst
-from .host.system.hostctx import GPUFLEET_VENV
+from ...host.system.hostctx import GPUFLEET_VENV
+from .item import _CPU_HOST, _d, _item, _l, _unknown, _worst
 
 # --- thresholds, each with where it comes from --------------------------------------------------
 ROOT_FREE_MIN_GIB = 50     # room for one 70B checkpoint in 4 bits or a 13B one in 16 bits, plus caches

@@ -22,10 +22,10 @@ Plain Python >= 3.8, stdlib only.
 
 import re
 
+from ...host.cuda import ctk as _ctk
+from ...host.pytorch import compat as torchcompat
 from . import torch_advisories as _torch_advisories
-from .checkitem import _d, _doctor_torch, _item, _l
-from .host.cuda import ctk as _ctk
-from .host.pytorch import compat as torchcompat
+from .item import _d, _doctor_torch, _item, _l
 
 REFERENCE = "shared/reference/security-reliability.md"
 

@@ -1,7 +1,11 @@
 """``summarize``: host rows (model.py) in, the fleet summary out: totals, bad hosts, drift, history, verdicts."""
 
-from .. import history as _history
-from .. import judgement as _judgement
+from ..judgement import history as _history
+from ..judgement import judge as _judgement
+from ..parallel import gc_paused as _gc_paused
+from ..parallel import in_two as _in_two
+from ..parallel import split as _split
+from ..parallel import use_two as _use_two
 from . import findings as _findings
 from ._common import (
     _BAD_ORDER,
@@ -17,10 +21,6 @@ from ._common import (
 )
 from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
 from .model import _safe_host_summary, decide
-from .parallel import gc_paused as _gc_paused
-from .parallel import in_two as _in_two
-from .parallel import split as _split
-from .parallel import use_two as _use_two
 
 _DRIFT_FIELDS = (
     ("driver_version", "driver", "usual_driver_version"),

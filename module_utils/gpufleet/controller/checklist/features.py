@@ -9,10 +9,10 @@ Note on the issue text: Transformer Engine does not need 9.0. Its support matrix
 MXFP8 10.0 (Blackwell data centre).
 """
 
-from .host.pytorch import arch as torcharch
-from .host.pytorch import compat as torchcompat
-from .host.pytorch import parse as torchparse
-from .host.pytorch import table as torchtable
+from ...host.pytorch import arch as torcharch
+from ...host.pytorch import compat as torchcompat
+from ...host.pytorch import parse as torchparse
+from ...host.pytorch import table as torchtable
 
 _CUDA_GUIDE = "CUDA C++ Programming Guide, compute capabilities / Tensor Core data types"
 _AMPERE = "NVIDIA A100 Tensor Core GPU Architecture whitepaper (TF32, BF16, 2:4 structured sparsity from Ampere)"

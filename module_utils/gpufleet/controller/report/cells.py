@@ -6,7 +6,7 @@ next to it; both templates (templates/report.html.j2, templates/report.md.j2) lo
 Cells are plain text: each template escapes them for its format.
 """
 
-from .. import capacity as _capacity
+from ..checklist import capacity as _capacity
 from ._common import _EMPTY, CHECK_ITEMS, CHECK_MODE_BANNER, CHECK_STATUSES, STATUSES, _d, _l, _round, _text
 
 

@@ -3,10 +3,10 @@
 import os
 import tempfile
 
+from ..parallel import gc_paused as _gc_paused
+from ..parallel import parallel_ok as _parallel_ok
+from ..parallel import write_parallel as _write_parallel
 from ._common import OUTPUT_FILES
-from .parallel import gc_paused as _gc_paused
-from .parallel import parallel_ok as _parallel_ok
-from .parallel import write_parallel as _write_parallel
 from .prometheus import iter_prometheus, to_prometheus
 from .render_csv import iter_csv, to_csv
 from .render_html import iter_html, to_html

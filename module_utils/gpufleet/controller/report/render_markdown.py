@@ -1,11 +1,11 @@
 """fleet.md: the report as Markdown from templates/report.md.j2 (Jinja2; every host value through the ``md``
 filter, jinja_env.py). Python gives the template rows of plain values; the template escapes and lays them out."""
 
+from ..parallel import chunked
 from . import cells as _cells
 from . import columns as _columns
 from ._common import CHECK_ITEMS
 from .jinja_env import get_template
-from .parallel import chunked
 from .summary import _as_summary
 
 

@@ -177,7 +177,7 @@ def for_host(gpus):
 
 
 # ----------------------------------------------------------------------------- docs
-DOC_BEGIN = "<!-- BEGIN CAPACITY EXAMPLES (generated from module_utils/gpufleet/capacity.py) -->"
+DOC_BEGIN = "<!-- BEGIN CAPACITY EXAMPLES (generated from module_utils/gpufleet/controller/checklist/capacity.py) -->"
 DOC_END = "<!-- END CAPACITY EXAMPLES -->"
 
 

@@ -19,9 +19,9 @@ findings folded into the items they answer. Plain Python >= 3.8, stdlib only.
 
 from . import capacity
 from .audit import security, security_item, torch_advisories_item
-from .checkitem import _CPU_HOST, _WORST, ITEMS, _d, _doctor_torch, _l, _no_torch, _unknown, _worst, is_cpu_host
-from .checklist_gpu import capacity_item, cudnn, features_item, multi_gpu, torch_cuda
-from .checklist_host import access, image, monitoring, packages
+from .gpu import capacity_item, cudnn, features_item, multi_gpu, torch_cuda
+from .host import access, image, monitoring, packages
+from .item import _CPU_HOST, _WORST, ITEMS, _d, _doctor_torch, _l, _no_torch, _unknown, _worst, is_cpu_host
 
 # Answers shared by every host that lacks the same fact (read only: the report never changes them).
 _NO_READINESS = {

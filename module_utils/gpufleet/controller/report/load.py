@@ -3,8 +3,8 @@
 import json
 import os
 
+from ..parallel import gc_paused as _gc_paused
 from ._common import NOT_REACHED, ReportInputError
-from .parallel import gc_paused as _gc_paused
 
 
 def _placeholder(host, reason, **extra):

@@ -8,12 +8,12 @@ unescaped. The page's only script is ``SORT_SCRIPT``, allowed by its hash in the
 import base64
 import hashlib
 
+from ..parallel import chunked
 from . import cells as _cells
 from . import columns as _columns
 from . import pictures as _pictures
 from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
 from .jinja_env import get_template, trusted
-from .parallel import chunked
 from .summary import _as_summary, one_line
 
 # The page's only script: click (or Enter on) a column header of a table.sortable to sort its

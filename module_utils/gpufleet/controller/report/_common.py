@@ -3,9 +3,9 @@
 import datetime
 import math
 
-from .. import checkitem as _checkitem
-from .. import history as _history
-from .. import judgement as _judgement
+from ..checklist import item as _checkitem
+from ..judgement import history as _history
+from ..judgement import judge as _judgement
 
 SCHEMA = 1
 
@@ -33,7 +33,7 @@ NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"
 # wrote the host's record (the facts may be older: a fact cache), else none.
 FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
 
-# The host actions (module_utils/gpufleet/judgement.py decides which one a host gets).
+# The host actions (module_utils/gpufleet/controller/judgement/judge.py decides which one a host gets).
 ACTION_RETURN = _judgement.ACTION_RETURN
 ACTION_FIX = _judgement.ACTION_FIX
 ACTION_CHECK = _judgement.ACTION_CHECK
@@ -53,8 +53,10 @@ OUTPUT_FILES = {
     "prometheus": "gpufleet.prom",
 }
 
-# The renter's checklist (module_utils/gpufleet/checklist.py, docs/checklist.md): item keys and labels (checkitem.ITEMS,
-# read through audit); the last item is the GPU history's (module_utils/gpufleet/history.py, docs/history.md).
+# The renter's checklist (module_utils/gpufleet/controller/checklist/build.py, docs/checklist.md): item keys and
+# labels (checkitem.ITEMS,
+# read through audit); the last item is the GPU history's (module_utils/gpufleet/controller/judgement/history.py,
+# docs/history.md).
 CHECK_ITEMS = _checkitem.ITEMS + (_history.CHECK_ITEM,)
 CHECK_STATUSES = _checkitem.STATUSES
 
