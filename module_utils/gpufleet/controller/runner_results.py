@@ -33,6 +33,7 @@ import os
 import re
 
 from . import report as _report
+from . import values as _values
 
 # The events that name a host's result; a host with none of them (and not in the job's recap) did not run.
 HOST_EVENTS = frozenset([
@@ -58,8 +59,7 @@ class RunnerArtifactsError(Exception):
 
 
 # --------------------------------------------------------------------------- small helpers
-def _d(value):
-    return value if isinstance(value, dict) else {}
+_d = _values.as_dict
 
 
 def ansible_bool(value):

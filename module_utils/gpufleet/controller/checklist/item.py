@@ -10,6 +10,8 @@ Plain Python >= 3.8, stdlib only.
 
 import math
 
+from .. import values as _values
+
 ITEMS = (
     ("torch_cuda", "torch / CUDA match"),
     ("cudnn", "cuDNN"),
@@ -28,12 +30,8 @@ _WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}
 
 
 # ----------------------------------------------------------------------------- small helpers
-def _d(value):
-    return value if isinstance(value, dict) else {}
-
-
-def _l(value):
-    return value if isinstance(value, list) else []
+_d = _values.as_dict
+_l = _values.as_list
 
 
 def expected_gpu_count(result):

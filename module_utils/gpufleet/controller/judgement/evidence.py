@@ -19,6 +19,8 @@ an absent field likewise. Only the report (controller side) imports this module.
 
 import math
 
+from .. import values as _values
+
 # Kinds of value. A table is a JSON object, a list a JSON array.
 TABLE, LIST, NUMBER, NUMERIC, FLAG, FLAGGY, TEXT = "table", "list", "number", "numeric", "flag", "flaggy", "text"
 
@@ -214,8 +216,7 @@ def _facts_agree(facts, clean):
     return out
 
 
-def _d(value):
-    return value if isinstance(value, dict) else {}
+_d = _values.as_dict
 
 
 def problems(result):

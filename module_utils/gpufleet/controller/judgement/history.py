@@ -29,6 +29,8 @@ import os
 import re
 import tempfile
 
+from .. import values as _values
+
 SCHEMA = 1
 FILE_NAME = "history.json"  # beside the run folders: <report root>/history.json
 KNOWN_BAD_FILE = "known-bad.json"  # the user's own list, read from beside history.json unless given
@@ -99,12 +101,8 @@ def _text(value):
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
-def _list(value):
-    return value if isinstance(value, list) else []
-
-
-def _dict(value):
-    return value if isinstance(value, dict) else {}
+_list = _values.as_list
+_dict = _values.as_dict
 
 
 def _ident(value):

@@ -1,8 +1,8 @@
 """Constants and small value helpers shared by every part of the report (no rendering here)."""
 
 import datetime
-import math
 
+from .. import values as _values
 from ..checklist import item as _checkitem
 from ..judgement import history as _history
 from ..judgement import judge as _judgement
@@ -66,72 +66,14 @@ class ReportInputError(Exception):
 
 
 # --------------------------------------------------------------------------- small helpers
-def _d(value):
-    """``value`` if it is a dict, else an empty dict (null / wrong type tolerated)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _l(value):
-    """``value`` if it is a list, else an empty list."""
-    return value if isinstance(value, list) else []
-
-
+# The readers of untrusted JSON (controller/values.py), by the names the report's modules use.
+_d = _values.as_dict
+_l = _values.as_list
+_num = _values.number
+_flag = _values.flag
+_price = _values.number_text
 _INF = float("inf")
-
-
-def _num(value):
-    """A finite int/float, or None (bools, strings, NaN and null are not numbers here)."""
-    t = type(value)
-    if t is int:
-        return value
-    if t is float:
-        return value if -_INF < value < _INF else None  # NaN compares false
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _flag(value):
-    """True/False from a bool or a bool-like text ("true", "False", "yes", "0"); None otherwise."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("true", "yes", "1"):
-            return True
-        if low in ("false", "no", "0"):
-            return False
-    return None
-
-
-def _price(value):
-    """A number from a number or numeric text (inventory vars are often strings); None otherwise."""
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    return _num(value)
-
-
-def _text(value):
-    """Host-provided value as text ("" for None)."""
-    t = type(value)  # the common cases first, by exact type: this runs for every table cell
-    if t is str:
-        return value
-    if value is None:
-        return ""
-    if t is int:
-        return str(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return ("%.2f" % value).rstrip("0").rstrip(".")
-    return str(value)
+_text = _values.text
 
 
 def _round(value, digits=2):
