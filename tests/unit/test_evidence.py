@@ -1,5 +1,5 @@
 """Evidence that cannot be judged is unknown, never "keep" (module_utils/gpufleet/controller/judgement/evidence.py,
-report/findings.py).
+judgement/findings.py).
 
 Each case is a recorded host (tests/fixtures/report-demo: 04 is a healthy 8x H100 box, keep; tests/fixtures/report:
 gpu-4090-03 fails its host-to-device gate) with one piece of its evidence made unreadable or self-contradictory, as

@@ -175,6 +175,31 @@ def test_no_private_name_is_imported_from_outside_its_package_folder():
     assert not wrong, "private names imported across package folders: %s" % sorted(wrong)
 
 
+def test_the_report_enters_the_judgement_through_one_door():
+    """report/model.py and report/summary.py reach the judgement through judgement/door.py only (judge_host,
+    judge_fleet); nothing under judgement/ imports the report."""
+    judgement = "gpufleet.controller.judgement"
+    for name in ("model", "summary"):
+        reached = {n for n in imports(CONTROLLER / "report" / (name + ".py")) if n.startswith(judgement + ".")}
+        assert reached == {judgement + ".door"}, "report/%s.py enters the judgement by %s" % (name, sorted(reached))
+    for path in (CONTROLLER / "judgement").glob("*.py"):
+        into_report = sorted(n for n in imports(path) if n.startswith("gpufleet.controller.report"))
+        assert not into_report, "%s imports the report: %s" % (path.name, into_report)
+
+
+def test_untrusted_json_is_read_by_one_module():
+    """The readers of untrusted JSON (controller/values.py) are written once: no controller module defines its own
+    dict / list / number / text reader."""
+    readers = {"_d", "_l", "_dict", "_list", "_num", "_flag", "_price", "_text"}
+    found = []
+    for path in CONTROLLER.rglob("*.py"):
+        for node in ast.parse(path.read_bytes(), str(path)).body:
+            if isinstance(node, ast.FunctionDef) and node.name in readers:
+                found.append("%s: def %s" % (path.relative_to(CONTROLLER), node.name))
+    allowed = {"judgement/history.py: def _text"}  # history's key text (json of a value), not a cell's
+    assert set(found) <= allowed, sorted(set(found) - allowed)
+
+
 def test_the_walk_reads_imports_as_ansible_does():
     """Ansible's recursive_finder builds each payload of the checkout's modules; its gpufleet files are ours."""
     code = r"""

@@ -8,7 +8,7 @@ through the fact cache, AWX's artifacts or a hand-edited file. The judgement rea
 the wrong shape (``"ecc": "garbled"``, a GPU entry that is ``null``, ``"passed": "maybe"``) must never be read as
 "nothing wrong". ``problems(result)`` lists, per part of the result, what could not be read, in words a renter can
 act on ("GPU 0: ecc is 'garbled', not a table"); the report turns each part's problems into one finding of severity
-``unknown`` (report/findings.py ``unreadable``), so such a host is never "keep": its action is "check access /
+``unknown`` (judgement/findings.py ``unreadable``), so such a host is never "keep": its action is "check access /
 rerun" with the reason. ``clean_gpu_facts(facts)`` is a copy of the GPU facts with every value of the wrong shape
 set to null (GPU entries that are not tables dropped), so the evidence that *can* be read still counts.
 

@@ -50,6 +50,18 @@ SEVERITIES = ("critical", "error", "warning", "unknown", "info")
 FAULT_SEVERITIES = ("critical", "error", "warning", "unknown")
 VERDICT_MAX = 160
 
+# Health finding codes that point at the rented hardware: the provider has to act.
+PROVIDER_CODES = frozenset([
+    "gpu_lost", "gpu_reset_required", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
+    "row_remap_failure", "gpu_count_low", "no_gpus", "gpu_stack_broken", "pcie_width_below_max",
+    "nvlink_links_down", "clocks_throttled_hw",
+    # A GPU at its slowdown temperature: the cooling is the provider's.
+    "high_temperature",
+    # A throttled box sold as full: the power limit lowered below the model's default, the clocks locked low.
+    "power_limit_lowered", "clocks_locked_low",
+])
+# Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
+NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"])
 # The finding codes playbooks/remediate.yml has a fix for (roles/remediate/filter_plugins/remediate.py ACTIONS; a
 # unit test keeps the two equal). Only these call for "fix here": a finding the renter cannot have fixed by
 # remediate.yml calls for what the renter can do on that kind of host, or is a note.

@@ -18,9 +18,8 @@ The package, one concern per file (docs/report.md has the picture):
 
     _common.py          constants (statuses, actions, file names) and value helpers
     load.py             reading result files, bundles, host lists
-    model.py            one host row and its GPU rows from one result; the host's action and verdict
-    findings.py         evidence in, findings out: one function per source (run, facts, health, gate, ...)
-    summary.py          summarize / summarize_folder: totals, bad hosts, drift, history, one_line
+    model.py            one host row and its GPU rows from one result; judgement/door.py judge_host decides it
+    summary.py          summarize / summarize_folder: totals, bad hosts, one_line; judge_fleet adds history, drift
     cells.py            table cells shared by the Markdown and HTML reports (plain text)
     columns.py          the GPU columns as data: fleet.csv's GPU part and the GPU tables' headers and cells
     pictures.py         the numbers behind the page's SVG pictures
@@ -40,6 +39,7 @@ templates loop over the cells, so they need no edit.
 Templates print every value escaped (HTML: autoescape; Markdown: ``md``).
 """
 
+from ..judgement.findings import finding_text as _finding_text  # noqa: F401
 from ..judgement.judge import KEEP as VERDICT_KEEP  # noqa: F401
 from ..judgement.judge import VERDICT_MAX, verdict, what_to_do  # noqa: F401
 from ..parallel import PARALLEL_MIN_FILES, PARALLEL_MIN_ROWS, ReportWriteError  # noqa: F401
@@ -65,10 +65,9 @@ from ._common import (  # noqa: F401 - the package's public names
 )
 from .cells import CHECKLIST_ROWS, _checklist_hosts  # noqa: F401
 from .columns import CSV_COLUMNS, GPU_COLUMNS  # noqa: F401
-from .findings import finding_text as _finding_text  # noqa: F401
 from .jinja_env import ReportTemplateError  # noqa: F401
 from .load import iter_results, load_results, read_hosts_file, split_bundle  # noqa: F401
-from .model import _measured_tflops, decide, facts_time_text  # noqa: F401
+from .model import _measured_tflops, apply_decision, facts_time_text  # noqa: F401
 from .prometheus import PROMETHEUS_METRICS, _host_gate, iter_prometheus, prom_escape, to_prometheus  # noqa: F401
 from .render_csv import csv_rows, iter_csv, to_csv  # noqa: F401
 from .render_html import HTML_GPU_ROWS, SORT_SCRIPT, iter_html, script_hash, to_html  # noqa: F401

@@ -15,20 +15,10 @@ _BAD_ORDER = {"failed": 0, "no-gpu": 1, "unreachable": 2, "unknown": 3, "degrade
 
 NOT_REACHED = "no result (host not reached)"
 
-# Health finding codes that point at the rented hardware: the provider has to act.
-PROVIDER_CODES = frozenset([
-    "gpu_lost", "gpu_reset_required", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
-    "row_remap_failure", "gpu_count_low", "no_gpus", "gpu_stack_broken", "pcie_width_below_max",
-    "nvlink_links_down", "clocks_throttled_hw",
-    # A GPU at its slowdown temperature: the cooling is the provider's.
-    "high_temperature",
-    # A throttled box sold as full: the power limit lowered below the model's default, the clocks locked low.
-    "power_limit_lowered", "clocks_locked_low",
-])
-# The severities that make a reason (a fault); info findings are notes. One list, the judgement's.
+# The judgement's vocabulary (controller/judgement/judge.py), by the names the report has always exported.
+PROVIDER_CODES = _judgement.PROVIDER_CODES
 _REASON_SEVERITIES = _judgement.FAULT_SEVERITIES
-# Health finding codes that only say "no GPU here": what a CPU host by intent is (kept there as info).
-NO_GPU_CODES = frozenset(["gpu_stack_broken", "no_gpus", "gpu_facts_unavailable"])
+NO_GPU_CODES = _judgement.NO_GPU_CODES
 # Where a host's facts_read_at comes from: the GPU facts' own time, else the time the report play
 # wrote the host's record (the facts may be older: a fact cache), else none.
 FACTS_TIME_SOURCES = ("gpu_facts", "record", None)
@@ -39,6 +29,8 @@ ACTION_FIX = _judgement.ACTION_FIX
 ACTION_CHECK = _judgement.ACTION_CHECK
 ACTION_RESTART = _judgement.ACTION_RESTART
 ACTION_REBOOT = _judgement.ACTION_REBOOT
+# The pre-check's steps in order (playbooks/check.yml; the judgement's list).
+CHECK_STEPS = _judgement.CHECK_STEPS
 
 # Said in every rendering of a report written by an ``ansible-playbook --check`` run.
 CHECK_MODE_BANNER = ("This report was written by a --check run: it shows what the run would do, "

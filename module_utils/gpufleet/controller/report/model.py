@@ -2,21 +2,19 @@
 
 ``host_summary(result)`` is the host row of fleet.json (docs/schema/fleet.schema.json, ``$defs/host``), with
 one row per GPU (``$defs/gpu``). A row holds text and numbers only, never the raw result, so the renderers
-read nothing else. The evidence becomes findings (``judgement``: findings.py, one function per source), and
-``decide`` turns them into the host's status, action, verdict and reasons: nothing here sets those.
+read nothing else. What the evidence means (the findings, ``judgement``, and the host's status, action, verdict
+and reasons) comes from the judgement's one door, judgement/door.py ``judge_host``; nothing here decides.
 """
 
 from .. import providers as _providers
 from ..checklist import features as _features
-from ..checklist import item as _checkitem
 from ..checklist.build import checklist as _build_checklist
-from ..judgement import judge as _judgement
-from . import findings as _findings
+from ..judgement import door as _door
 from ._common import (
     _EMPTY,
-    ACTION_CHECK,
     ACTION_RETURN,
     CHECK_ITEMS,
+    CHECK_STEPS,
     _d,
     _flag,
     _l,
@@ -25,9 +23,6 @@ from ._common import (
     _round,
     _text,
 )
-
-_finding = _judgement.finding
-_finding_text = _findings.finding_text
 
 
 def _spec(gpu):
@@ -98,7 +93,7 @@ def _gate_other(gate_by_index, gpus):
             for index, entries in gate_by_index.items() if index not in attached for e in entries]
 
 
-def _gpu_row(gpu, gate_entries, gpu_findings):
+def _gpu_row(gpu, gate_entries):
     sub = [gpu.get(k) for k in ("pcie", "ecc", "remapped_rows", "retired_pages", "nvlink", "clocks")]
     pcie, ecc, rows, pages, nvlink, clocks = [v if isinstance(v, dict) else _EMPTY for v in sub]
     spec = _spec(gpu)
@@ -106,7 +101,6 @@ def _gpu_row(gpu, gate_entries, gpu_findings):
     lost = gpu.get("lost") is True
     peak = None if lost else _num(spec.get("bf16_tflops"))
     index = gpu.get("index")
-    findings = [text for i, text in gpu_findings if i == index] if gpu_findings else []
     gate = []
     passed = []
     for e in gate_entries:
@@ -134,7 +128,7 @@ def _gpu_row(gpu, gate_entries, gpu_findings):
         "nvlink_total": _num(nvlink.get("links_total")), "lost": lost, "spec_key": spec.get("key"),
         "peak_bf16_tflops": peak, "measured_tflops": _measured_tflops(gate_entries) if gate_entries else None,
         "features": _features_text(gpu.get("compute_capability")),
-        "findings": findings, "gate": gate, "gate_passed": (all(passed) if passed else None),
+        "findings": [], "gate": gate, "gate_passed": (all(passed) if passed else None),
     }
 
 
@@ -157,19 +151,15 @@ def _checklist(result):
 
 def _host_summary(result):
     entry = _host_entry(result)
-    decide(entry)
     entry["checklist"] = _checklist(result)
     return entry
 
 
-def decide(entry):
-    """The host's status, action, verdict and reasons from its findings (``entry["judgement"]``), decided by
-    judgement.decide; the provider's return action for a box to return. Called once the host's own evidence is
-    in (here) and again by the summary when the fleet-level evidence (history, drift) adds findings."""
-    got = _judgement.decide(entry["judgement"], listing_failed=entry.get("provider_readiness") == "failed")
-    entry["status"], entry["action"], entry["verdict"] = got["status"], got["action"], got["verdict"]
-    entry["_decided"] = len(entry["judgement"])
-    entry["reasons"] = [f["reason"] for f in got["findings"] if f["outranked_by"] is None]
+def apply_decision(entry, decision):
+    """The host row's status, action, verdict and reasons as the judgement decided them (judgement/door.py), and
+    the provider's return action for a box to return."""
+    entry["status"], entry["action"] = decision["status"], decision["action"]
+    entry["verdict"], entry["reasons"] = decision["verdict"], decision["reasons"]
     if entry["action"] == ACTION_RETURN and entry.get("provider_id") is not None and not entry.get("return_action"):
         entry["return_action"] = _providers.return_action(entry["provider"], entry["provider_id"],
                                                           entry["provider_machine_id"])
@@ -206,51 +196,52 @@ def _blank_entry(result, facts, reachable):
 
 
 def _host_entry(result):
-    """The host row from one result: its GPU rows and totals, and its findings (report/findings.py), one source of
-    evidence after the other in the verdict's order among equals. Read only: the result is not copied (it may be
-    large), flags given as text are read with _flag."""
-    reachable, failed = _bool_field(result, "reachable"), _bool_field(result, "failed")
+    """The host row from one result: its GPU rows and totals, its check and doctor records, then what they mean
+    (judgement/door.py ``judge_host``: the findings, the health lines, the decision on the host's own evidence). A
+    record that ends what is read of the host (unreadable, unreachable, no result) shows no GPU evidence. Read only:
+    the result is not copied (it may be large), flags given as text are read with _flag."""
+    reachable = _bool_field(result, "reachable")
     facts = _d(result.get("gpu"))
     entry = _blank_entry(result, facts, reachable)
-    found = entry["judgement"].extend
-    found(_findings.run(result, reachable, failed, facts))
-    found(_findings.unreadable(result))
-    if any(f["code"] in _findings.RUN_FINAL for f in entry["judgement"]):
-        return entry
+    shown = _evidence_rows(result, facts)
+    judged = _door.judge_host(result, shown)
+    entry["judgement"] = judged["findings"]
+    if not judged["final"]:
+        lines = judged["gpu_lines"]
+        if lines:
+            for row in shown["gpus"]:
+                row["findings"] = [text for i, text in lines if i == row["index"]]
+        shown["findings"] = judged["health"]
+        entry.update(shown)
+    return apply_decision(entry, judged["decision"])
+
+
+def _evidence_rows(result, facts):
+    """The row's evidence part (its keys are the blank row's, so the row keeps its key order): the GPU rows with
+    their gate results and what they add up to, the gate results of no GPU row, the check and doctor records."""
+    shown = {"gpus": [], "gpu_models": {}, "gpu_count": 0, "memory_total_mib": 0, "peak_bf16_tflops": None,
+             "measured_tflops": None, "gate_other": [], "check": None, "doctor": None}
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
-    health_status, health = _findings.health_of(facts) if facts else ("unknown", [])
-    _add_gpu_rows(entry, facts, gpus, result.get("gate"), health)
-    expected = _checkitem.expected_gpu_count(result)
-    cpu_host = bool(facts) and not gpus and entry["gpu_count"] == 0 and expected == 0
-    health_status, entry["findings"] = _findings.expected_count(health_status, health, facts, entry["gpu_count"],
-                                                                expected, cpu_host)
-    found(_findings.gpu_facts(facts, health_status, entry["findings"], entry["gpu_count"], failed, cpu_host))
-    found(_findings.health(entry["findings"], _in_container(result, facts)))
-    found(_findings.gate(entry["gpus"], entry["gate_other"]))
+    _add_gpu_rows(shown, facts, gpus, result.get("gate"))
     check = result.get("check")
     if isinstance(check, dict):
-        entry["check"] = _check_record(check)
-        found(_findings.check(check, entry["check"]))
-    judged = _d(_d(entry["check"]).get("judged"))
+        shown["check"] = _check_record(check)
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
-        entry["doctor"] = _doctor_record(doctor)
-        found(_findings.doctor(entry["doctor"], judged.get("where") if judged.get("named") else None))
-    found(_findings.torch_environment(judged, entry["judgement"]))
-    return entry
+        shown["doctor"] = _doctor_record(doctor)
+    return shown
 
 
-def _add_gpu_rows(entry, facts, gpus, gate, health):
-    """The host's GPU rows (with their gate results and health lines) and what they add up to."""
+def _add_gpu_rows(entry, facts, gpus, gate):
+    """The host's GPU rows (with their gate results) and what they add up to."""
     gate_by_index = _gate_by_index(gate)
-    gpu_findings = [(f.get("gpu_index"), _finding_text(f)) for f in health if f.get("gpu_index") is not None]
     rows, models = entry["gpus"], entry["gpu_models"]
     mem = 0
     peaks = []
     measured = []
     entry["gate_other"] = _gate_other(gate_by_index, gpus) if gate_by_index else []
     for g in gpus:
-        row = _gpu_row(g, gate_by_index.get(g.get("index"), ()) if gate_by_index else (), gpu_findings)
+        row = _gpu_row(g, gate_by_index.get(g.get("index"), ()) if gate_by_index else ())
         rows.append(row)
         name = row["name"] or "unknown GPU"
         try:
@@ -283,7 +274,7 @@ def _doctor_record(doctor):
 def _check_record(check):
     """The host row's ``check`` from the pre-check's record (playbooks/check.yml, ``gpu_check`` facts): its step
     times, total and deadline, the judged torch's python, the environments with torch and the judged one."""
-    steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in _findings.CHECK_STEPS.values()}
+    steps = {k: _price(v) for k, v in _d(check.get("steps")).items() if k in CHECK_STEPS}
     environments, judged = _environments(check)
     return {"steps": steps, "total_s": _price(check.get("total_s")), "deadline_s": _price(check.get("deadline_s")),
             "torch_python": _text(check.get("torch_python")) or None,
@@ -359,16 +350,6 @@ def facts_time_text(h):
 _DOCTOR_FINDING_KEYS = ("code", "severity", "remedy_class", "meaning", "remedy", "message", "fixable", "evidence")
 
 
-def _in_container(result, facts):
-    """True/False when the GPU facts' host context (else the doctor's evidence) says whether this is a container."""
-    ctx = _d(facts.get("host"))
-    if isinstance(ctx.get("container"), bool):
-        return ctx["container"]
-    doctor = _d(result.get("doctor"))
-    found = _d(doctor.get("evidence")).get("in_container")
-    return found if isinstance(found, bool) else None
-
-
 def _safe_host_summary(r):
     try:
         return _host_summary(r)
@@ -382,9 +363,9 @@ def _safe_host_summary(r):
             "provider_readiness": None, "return_action": None,
             "cuda_driver_version": None, "error_code": None, "gpu_count": 0, "gpu_models": {},
             "memory_total_mib": 0, "peak_bf16_tflops": None, "measured_tflops": None, "findings": [],
-            "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": ACTION_CHECK, "warnings": [],
-            "checklist": _checklist({}), "verdict": None, "check": None,
-            "judgement": [_finding("run", "result_unreadable", "error", "report could not read this result: %r" % exc,
-                                   status="unknown")],
+            "gpus": [], "gate": False, "gate_other": [], "doctor": None, "action": None, "warnings": [],
+            "checklist": _checklist({}), "verdict": None, "check": None, "judgement": [],
         }
-        return decide(entry)
+        judged = _door.judge_host(r, None, error=exc)
+        entry["judgement"] = judged["findings"]
+        return apply_decision(entry, judged["decision"])

@@ -1,12 +1,10 @@
 """``summarize``: host rows (model.py) in, the fleet summary out: totals, bad hosts, drift, history, verdicts."""
 
-from ..judgement import history as _history
-from ..judgement import judge as _judgement
+from ..judgement import door as _door
 from ..parallel import gc_paused as _gc_paused
 from ..parallel import in_two as _in_two
 from ..parallel import split as _split
 from ..parallel import use_two as _use_two
-from . import findings as _findings
 from ._common import (
     _BAD_ORDER,
     _EMPTY,
@@ -17,98 +15,25 @@ from ._common import (
     STATUSES,
     _l,
     _now_iso,
-    _text,
 )
 from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
-from .model import _safe_host_summary, decide
+from .model import _safe_host_summary, apply_decision
 
-_DRIFT_FIELDS = (
-    ("driver_version", "driver", "usual_driver_version"),
-    ("cuda_driver_version", "CUDA", "usual_cuda_driver_version"),
-)
-
-
-def _usual(values):
-    """The majority value (held by more than half of ``values``) and the values with their counts, most
-    common first. Without a majority there is no usual value (None): naming the largest minority
-    would flag most of the fleet for nothing."""
-    counts = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _text(kv[0])))
-    if ranked and ranked[0][1] * 2 > len(values):
-        return ranked[0][0], ranked
-    return None, ranked
-
-
-# A fleet-level "versions differ" line names this many hosts per version, then counts the rest.
-SPLIT_NAMES = 3
-
-
-def _split_line(word, ranked, names):
-    parts = []
-    for v, n in ranked:
-        shown = names[v][:SPLIT_NAMES]
-        more = " and %d more" % (n - len(shown)) if n > len(shown) else ""
-        parts.append("%s on %s%s" % (_text(v), ", ".join(shown), more))
-    return "%s versions differ across the fleet: %s (no majority)" % (word, "; ".join(parts))
-
-
-def _drift(hosts):
-    """Version drift across the fleet among hosts with GPUs, per field: with a majority version (more
-    than half of the hosts that report the field), one entry per host that differs (severity info: added
-    to the host's reasons, its status unchanged); without one, one fleet-level split entry and no
-    per-host reason. Returns (usual values, drift entries, split entries)."""
-    with_gpus = [h for h in hosts if h["gpus"]]
-    usual = {}
-    drift = []
-    split = []
-    for key, word, total_key in _DRIFT_FIELDS:
-        values = []
-        names = {}
-        for h in with_gpus:
-            v = h[key]
-            if v is not None and not isinstance(v, (dict, list)):
-                values.append(v)
-                names.setdefault(v, []).append(h["host"])
-        common, ranked = _usual(values)
-        usual[total_key] = common
-        if len(ranked) < 2:
-            continue
-        if common is None:
-            split.append({"field": key, "severity": "info", "reason": _split_line(word, ranked, names),
-                          "versions": [{"version": v, "hosts": n} for v, n in ranked]})
-            continue
-        for h in with_gpus:
-            v = h[key]
-            if v is None or isinstance(v, (dict, list)) or v == common:
-                continue
-            found = _findings.drift(key, word, v, common)
-            h["judgement"].extend(found)
-            drift.append({"host": h["host"], "field": key, "version": v, "usual": common, "severity": "info",
-                          "reason": found[0]["reason"]})
-    drift.sort(key=lambda d: (d["host"], d["field"]))
-    return usual, drift, split
-
-
-def _apply_history(hosts, history):
-    """The GPU history's findings (history.assess) on each host: its ``history`` list, the checklist's history
-    item, and one judgement finding each (a box known bad from an earlier run or the user's list calls for
-    "return to provider"). ``history`` None: no history kept, the item says so."""
-    for h, seen in _history.assess(history, hosts):
-        h["history"] = seen["findings"]
-        if isinstance(h.get("checklist"), dict):
-            h["checklist"][_history.CHECK_KEY] = seen["check"]
-        h["judgement"].extend(_findings.history(seen["findings"]))
+# A fleet-level "versions differ" line names this many hosts per version (the judgement's number).
+SPLIT_NAMES = _door.SPLIT_NAMES
+# The fields compared across the fleet: (row key, word, totals key); gpufleet.prom's drift gauge reads them.
+_DRIFT_FIELDS = _door.DRIFT_FIELDS
 
 
 def _finish(hosts, now, results=None, check_mode=False, history=None):
-    """The summary of the host rows: the fleet-level evidence (history, drift) added and decided, the totals, the
-    bad hosts, what to do, the warnings; ``results`` (the raw results, kept on request) sorted in."""
+    """The summary of the host rows: the fleet-level evidence (history, drift) judged (judgement/door.py
+    ``judge_fleet``) and its decisions applied, the totals, the bad hosts, what to do, the warnings; ``results`` (the
+    raw results, kept on request) sorted in."""
     hosts.sort(key=lambda h: h["host"])
-    _apply_history(hosts, history)
-    usual, drift, split = _drift(hosts)
-    _redecide(hosts)
+    fleet = _door.judge_fleet(hosts, history)
+    for h, decision in fleet["decisions"]:
+        apply_decision(h, decision)
+    usual, drift, split = fleet["usual"], fleet["drift"], fleet["split"]
     totals = _totals(hosts)
     totals.update({"usual_driver_version": usual["usual_driver_version"],
                    "usual_cuda_driver_version": usual["usual_cuda_driver_version"],
@@ -116,23 +41,13 @@ def _finish(hosts, now, results=None, check_mode=False, history=None):
     warnings = ["%s: %s" % (h["host"], w) for h in hosts for w in h["warnings"]]
     summary = {
         "schema": SCHEMA, "generated_at": _now_iso(now), "check_mode": bool(check_mode), "totals": totals,
-        "bad_hosts": _bad_hosts(hosts), "what_to_do": _judgement.what_to_do(hosts), "hosts": hosts,
-        "warnings": warnings, "history": _history.overview(history),
+        "bad_hosts": _bad_hosts(hosts), "what_to_do": _door.what_to_do(hosts), "hosts": hosts,
+        "warnings": warnings, "history": _door.history_overview(history),
     }
     if results is not None:
         results.sort(key=lambda r: str(r.get("host")))
         summary["results"] = results
     return summary
-
-
-def _redecide(hosts):
-    """The decision with the fleet-level evidence too (history, drift): status, action, verdict, reasons in the
-    verdict's order (the evidence for the action first; the history keeps the first ones of a box it flags). A
-    host that got no new finding keeps the decision made on its own evidence (the same function's)."""
-    for h in hosts:
-        if h.pop("_decided", None) != len(h["judgement"]):
-            decide(h)
-            h.pop("_decided", None)
 
 
 def _sums(hosts):

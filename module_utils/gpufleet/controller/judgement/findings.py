@@ -3,29 +3,41 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Evidence in, findings out: one small function per source of evidence about a host (the run's record, the GPU
 facts, their health findings, the gate, the pre-check, the doctor, the history, version drift), each returning a
-list of findings made by the one constructor, ``judgement.finding``. The report's model and summary call these in
-a fixed order (the verdict keeps that order among equals); ``judgement.decide`` turns the findings into a decision.
+list of findings made by the one constructor, ``judge.finding``. door.judge_host and door.judge_fleet call these in a
+fixed order (the verdict keeps that order among equals); ``judge.decide`` turns the findings into a decision.
 """
 
-from ..judgement import briefs as _briefs
-from ..judgement import evidence as _evidence
-from ..judgement import history as _history
-from ..judgement import judge as _judgement
-from ._common import (
-    _REASON_SEVERITIES,
+from ..values import (
+    as_dict as _d,
+)
+from ..values import (
+    as_list as _l,
+)
+from ..values import (
+    flag as _flag,
+)
+from ..values import (
+    number_text as _price,
+)
+from ..values import (
+    text as _text,
+)
+from . import briefs as _briefs
+from . import evidence as _evidence
+from . import history as _history
+from . import judge as _judgement
+from .judge import (
     ACTION_CHECK,
     ACTION_FIX,
     ACTION_REBOOT,
     ACTION_RESTART,
     ACTION_RETURN,
+    FAULT_SEVERITIES,
     NO_GPU_CODES,
     PROVIDER_CODES,
-    _d,
-    _flag,
-    _l,
-    _price,
-    _text,
 )
+
+_REASON_SEVERITIES = FAULT_SEVERITIES
 
 finding = _judgement.finding
 
