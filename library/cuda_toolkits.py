@@ -189,13 +189,13 @@ ansible_facts:
 
 import os
 import site
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpufleet.host.cuda import find as cudafind
 from ansible.module_utils.gpufleet.host.cuda import layout as cudalayout
 from ansible.module_utils.gpufleet.host.cuda import read as cudaread
 from ansible.module_utils.gpufleet.host.gpu import facts as gpufacts
+from ansible.module_utils.gpufleet.host.system import hostctx
 
 try:
     import pynvml
@@ -217,25 +217,13 @@ def _own_site_dirs():
 
 
 def _command_runner(module):
-    def run(argv):
-        exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0], opt_dirs=["/sbin", "/usr/sbin"])
-        if not exe or not os.path.exists(exe):
-            return None
-        return module.run_command([exe] + list(argv[1:]), environ_update={"LC_ALL": "C"})
-
-    return run
+    """The host side's command runner (hostctx.command_runner): C locale, binaries found as get_bin_path finds them."""
+    return hostctx.command_runner(lambda name: module.get_bin_path(name, opt_dirs=["/sbin", "/usr/sbin"]))
 
 
 def _nvidia_smi(module, timeout=NVIDIA_SMI_TIMEOUT):
-    exe = module.get_bin_path("nvidia-smi")
-    if not exe:
-        return None
-    try:
-        proc = subprocess.run([exe, "-q", "-x"], capture_output=True, timeout=timeout, check=False,
-                              env=dict(os.environ, LC_ALL="C"))
-    except subprocess.TimeoutExpired:
-        return 124, b"", b"nvidia-smi timed out"  # a GPU off the bus can hang it for minutes
-    return proc.returncode, proc.stdout, proc.stderr
+    # a GPU off the bus can hang nvidia-smi for minutes: killed after ``timeout`` s (rc 124)
+    return _command_runner(module)(["nvidia-smi", "-q", "-x"], timeout=timeout)
 
 
 def driver_cuda_version(module):

@@ -196,6 +196,7 @@ from ansible.module_utils.gpufleet.host.cuda import read as cudaread
 from ansible.module_utils.gpufleet.host.doctor import nvmlprobe as doctor_nvmlprobe
 from ansible.module_utils.gpufleet.host.doctor import probe as doctor_probe
 from ansible.module_utils.gpufleet.host.gpu import facts as gpufacts
+from ansible.module_utils.gpufleet.host.system import hostctx
 
 try:
     import pynvml
@@ -206,19 +207,8 @@ SBIN = ["/sbin", "/usr/sbin"]
 
 
 def _runner(module, default_timeout):
-    timeout_bin = module.get_bin_path("timeout")
-
-    def run(argv, env=None, timeout=None):
-        exe = argv[0] if os.path.isabs(argv[0]) else module.get_bin_path(argv[0], opt_dirs=SBIN)
-        if not exe or not os.path.exists(exe):
-            return None
-        argv = [exe] + list(argv[1:])
-        if timeout_bin:
-            argv = [timeout_bin, "-k", "5", str(timeout or default_timeout)] + argv
-        env = dict(env or {}, LC_ALL="C")
-        return module.run_command(argv, environ_update=env, encoding=None)
-
-    return run
+    """The host side's command runner (hostctx.command_runner): C locale, every command killed after its timeout."""
+    return hostctx.command_runner(lambda name: module.get_bin_path(name, opt_dirs=SBIN), timeout=default_timeout)
 
 
 def _site_packages(python):

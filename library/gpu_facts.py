@@ -194,22 +194,18 @@ except Exception:  # ImportError, or a broken install
     PYNVML_IMPORT_ERROR = traceback.format_exc()
 
 
-def _smi_runner(module, path, timeout, run):
+def _smi_runner(module, path, timeout):
+    """nvidia-smi -q -x through the command runner, killed after ``timeout`` s (a GPU off the bus can hang it)."""
+    run = hostctx.command_runner(module.get_bin_path, timeout=timeout)
+
     def run_smi():
         smi = path if os.path.sep in path else module.get_bin_path(path)
         if not smi or not os.path.exists(smi):
             return 127, b"", ("%s: command not found" % path).encode()
-        argv = [smi, "-q", "-x"]
-        timeout_bin = module.get_bin_path("timeout")
-        if timeout_bin:
-            argv = [timeout_bin, "-k", "5", str(timeout)] + argv
-        res = run(argv)
+        res = run([smi, "-q", "-x"])
         if res is None:  # there, but not executable
             return 127, b"", ("%s: not executable" % smi).encode()
-        rc, out, err = res
-        if timeout_bin and rc in (124, 137):
-            return 124, out, err
-        return rc, out, err
+        return res
 
     return run_smi
 
@@ -217,10 +213,10 @@ def _smi_runner(module, path, timeout, run):
 def _commands(module, kernel_log, readiness):
     """The module's command runner: what a gathering runs starts at once, each command in a thread.
 
-    Not module.run_command: it is not safe to call from several threads (see hostctx.popen_runner).
+    Not module.run_command: it is not safe to call from several threads (see hostctx.command_runner).
     """
     planned = gpufacts.planned_commands(kernel_log, readiness)
-    return hostctx.Prefetch(hostctx.popen_runner(module.get_bin_path), planned, which=module.get_bin_path)
+    return hostctx.Prefetch(hostctx.command_runner(module.get_bin_path), planned, which=module.get_bin_path)
 
 
 def main():
@@ -243,7 +239,7 @@ def main():
     with _commands(module, p["kernel_log"], readiness) as run:
         facts = gpufacts.collect(
             pynvml=pynvml,
-            run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"], run),
+            run_nvidia_smi=_smi_runner(module, p["nvidia_smi_path"], p["nvidia_smi_timeout"]),
             run=run,
             kernel_log=(lambda: kmsg.read_kernel_log(run)) if p["kernel_log"] else None,
             prefer=p["prefer"],

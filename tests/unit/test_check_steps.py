@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import yaml
-from gpufleet.controller.judgement import judge as judgement
 from gpufleet.controller.judgement import findings
+from gpufleet.controller.judgement import judge as judgement
 
 from tests.unit.test_exit_contract import _tasks  # every task of a play: blocks, rescues and always included
 

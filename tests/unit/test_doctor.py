@@ -356,8 +356,8 @@ def test_a_new_rule_is_its_row():
     The doctor reports its finding with the row's severity, remedy class, meaning and remedy, the reference page
     lists it, and the report's judgement turns it into an action and a verdict line (the meaning's first sentence:
     no BRIEFS entry needed; OUTRANKS only if it should hide or be hidden by another code, which a new code is not)."""
-    from gpufleet.controller.judgement import judge as judgement
     from gpufleet.controller.judgement import findings as report_findings
+    from gpufleet.controller.judgement import judge as judgement
 
     row = doctor_rules._rule(
         code="test_new_rule_row", severity="critical", remedy_class="provider",

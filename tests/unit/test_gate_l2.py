@@ -15,8 +15,8 @@ import math
 
 import pytest
 
-from module_utils.gpufleet.controller.judgement import judge as judgement
 from module_utils.gpufleet.controller.judgement import findings
+from module_utils.gpufleet.controller.judgement import judge as judgement
 from module_utils.gpufleet.host.gate import bench as gate_bench
 from module_utils.gpufleet.host.gate import measure as gate_measure
 from module_utils.gpufleet.host.gate import multi as gate_multi

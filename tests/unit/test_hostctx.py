@@ -352,8 +352,8 @@ def test_read_tail_keeps_the_end(tmp_path):
     assert hostctx.read_tail(str(tmp_path), 10) is None  # a folder: there, not readable as a file
 
 
-def test_popen_runner_runs_real_commands(tmp_path):
-    run = hostctx.popen_runner(environ={"PATH": os.environ["PATH"], "PYTHONPATH": "/x/ansible_modlib.zip:/keep"})
+def test_command_runner_runs_real_commands(tmp_path):
+    run = hostctx.command_runner(environ={"PATH": os.environ["PATH"], "PYTHONPATH": "/x/ansible_modlib.zip:/keep"})
     assert run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, b"out\n", b"err\n")
     assert run(["cat"]) == (0, b"", b"")  # stdin is /dev/null: nothing waits on the module's own stdin
     assert run(["sh", "-c", "echo $PYTHONPATH"])[1] == b"/keep\n"  # the payload's entry is dropped
@@ -363,6 +363,30 @@ def test_popen_runner_runs_real_commands(tmp_path):
     script.chmod(0o755)
     rc, out, err = run([str(script)])
     assert rc == 126 and out == b"" and str(script).encode() in err
+
+
+def test_command_runner_sets_the_locale_and_the_calls_environment():
+    run = hostctx.command_runner(environ={"PATH": os.environ["PATH"], "LC_ALL": "de_DE.UTF-8", "KEEP": "k"})
+    assert run(["sh", "-c", "echo $LC_ALL $KEEP"])[1] == b"C k\n"  # numbers as the parsers read them
+    assert run(["sh", "-c", "echo $EXTRA $LC_ALL"], env={"EXTRA": "e"})[1] == b"e C\n"
+    assert run(["sh", "-c", "echo ${EXTRA:-unset}"])[1] == b"unset\n"  # one call's env is that call's only
+
+
+def test_command_runner_kills_what_runs_past_its_timeout(tmp_path):
+    """A hung command (nvidia-smi on a GPU off the bus, an import that never returns) is killed with what it started
+    (a child that keeps the pipe open too), and says so: rc TIMED_OUT, the output it wrote, "timed out"."""
+    import time
+
+    marker = tmp_path / "grandchild-ran-on"
+    run = hostctx.command_runner(timeout=1)
+    start = time.monotonic()
+    rc, out, err = run(["sh", "-c", "echo started; (sleep 3; touch %s) & sleep 30" % marker])
+    took = time.monotonic() - start
+    assert (rc, out) == (hostctx.TIMED_OUT, b"started\n") and b"timed out after 1 s" in err
+    assert took < 10, "the runner waited %.1f s for a command past its 1 s timeout" % took
+    assert run(["sh", "-c", "sleep 2; echo late"], timeout=5) == (0, b"late\n", b"")  # the call's own timeout
+    time.sleep(3)
+    assert not marker.exists(), "a child of the timed-out command outlived it"
 
 
 def test_which_searches_path_then_sbin(tmp_path):

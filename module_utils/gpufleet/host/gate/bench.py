@@ -132,7 +132,7 @@ def describe_gpus(torch, device, count, specs_lookup):
 def read_xids(run=None):
     """Parsed kernel log (kmsg) or {"reason"}: read before and after the burn-in's load."""
     try:
-        got = kmsg.read_kernel_log(run or hostctx.popen_runner())
+        got = kmsg.read_kernel_log(run or hostctx.command_runner())
     except Exception as exc:
         return {"reason": "%s: %s" % (type(exc).__name__, exc)}
     if got.get("text") is None:

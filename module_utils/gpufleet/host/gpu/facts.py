@@ -403,7 +403,7 @@ def collect(pynvml=None, run_nvidia_smi=None, read_file=_default_read, exists=os
 
     ``collected_at`` is when the reading started, from ``wall_clock()`` (epoch seconds), as
     ``iso_utc`` writes it. ``run(argv)`` runs the host and readiness commands (``hostctx.Prefetch``
-    over ``hostctx.popen_runner`` in the module: see ``planned_commands``).
+    over ``hostctx.command_runner`` in the module: see ``planned_commands``).
 
     ``kernel_log``: see ``kernel_log_facts``; a callable (the module's reader) runs after NVML,
     so that dmesg has run alongside it.

@@ -3,12 +3,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """How host-side code runs a command and reads a file on the host: the one runner and the shared readers.
 
-``popen_runner`` is the command runner (``run(argv) -> (rc, stdout, stderr)``); ``Prefetch`` starts the commands
+``command_runner`` is the command runner (``run(argv) -> (rc, stdout, stderr)``); ``Prefetch`` starts the commands
 of one gathering together, each in a thread. ``read_limited`` reads the start or the end of a file (``read_tail``
 the end); ``safe_call`` and ``read_text`` are how the probes call an injected reader without raising.
 """
 
 import os
+import signal
 import subprocess
 import threading
 
@@ -17,9 +18,6 @@ import threading
 GPUFLEET_VENV = "/opt/gpufleet/venv"
 
 # ----------------------------------------------------------------------------- commands
-# The probes call ``run(argv) -> (rc, stdout, stderr)``, or None when argv[0] is not installed.
-# ``popen_runner`` is the real one. ``Prefetch`` starts the commands a gathering needs at once, each
-# in its own thread, so their run times overlap one another and the NVML reads instead of adding up.
 SBIN_DIRS = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 # What AnsibleModule.run_command strips from a child's PYTHONPATH: the module payload's own entries.
 _PAYLOAD_PATHS = ("/ansible_modlib.zip", "/debug_dir")
@@ -37,34 +35,48 @@ def which(name, environ=None):
     return None
 
 
-def popen_runner(which=which, environ=None):
-    """A ``run(argv)`` that may be called from several threads at once, for ``Prefetch``.
+LOCALE = {"LC_ALL": "C"}  # numbers and messages as the parsers read them (CmdRunner's and run_command's C)
+TIMED_OUT = 124  # the exit status of a command killed at its timeout (timeout(1)'s)
 
-    AnsibleModule.run_command may not: it keeps per-call state on the module object, forks through
-    a Python ``preexec_fn`` (documented as unsafe with threads) and calls ``fail_json`` when a
-    program cannot start. Here argv[0] is resolved with ``which`` (the module passes its
-    ``get_bin_path``), stdin is /dev/null, the environment is ``environ`` (default this process's)
-    less the module payload's PYTHONPATH entries, as run_command does, and the output is bytes. A
-    program that is found but cannot be started gives ``(126, b"", reason)``.
-    """
-    env = dict(os.environ if environ is None else environ)
-    if "PYTHONPATH" in env:
-        kept = [p for p in env["PYTHONPATH"].split(":") if p and not p.endswith(_PAYLOAD_PATHS)]
-        if kept:
-            env["PYTHONPATH"] = ":".join(kept)
-        else:
-            del env["PYTHONPATH"]
 
-    def run(argv):
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # gone already
+        pass
+
+
+def command_runner(which=which, environ=None, timeout=None):
+    """The one command runner, shaped like community.general's CmdRunner: ``run(argv, env=None, timeout=None) ->
+    (rc, stdout, stderr)`` in bytes, None when argv[0] is not installed (``which``: a module's get_bin_path).
+    Environment: ``environ`` (default this process's) less the payload's PYTHONPATH entries, as run_command does,
+    plus ``LOCALE`` and ``env``; stdin /dev/null. Past ``timeout`` s (the call's, else the runner's) the command and
+    what it started are killed: ``(TIMED_OUT, output, "... timed out after N s")``; found but not startable: 126.
+    Safe from several threads (run_command is not: per-call state, a ``preexec_fn``, fail_json)."""
+    base = dict(os.environ if environ is None else environ)
+    kept = [p for p in base.pop("PYTHONPATH", "").split(":") if p and not p.endswith(_PAYLOAD_PATHS)]
+    if kept:
+        base["PYTHONPATH"] = ":".join(kept)
+    base.update(LOCALE)
+    default_timeout = timeout
+
+    def run(argv, env=None, timeout=None):
         exe = which(argv[0])
         if not exe:
             return None
+        limit = default_timeout if timeout is None else timeout
         try:
-            proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, close_fds=True)
+            proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL, close_fds=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                    env=dict(base, **env) if env else base)
         except OSError as exc:
             return 126, b"", ("%s: %s" % (exe, exc.strerror or exc)).encode("utf-8", "replace")
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return TIMED_OUT, out, err + ("%s timed out after %s s" % (argv[0], limit)).encode()
         return proc.returncode, out, err
 
     return run
@@ -106,7 +118,7 @@ class Prefetch:
     and there. Every answer is kept for the gathering: a command asked for twice, by name or by
     path ("sshd -V", then "/usr/sbin/sshd -V"), runs once. ``which`` resolves argv[0] for that
     (None: argv is the key as given); a name it does not find gives None without running anything.
-    ``run`` must be safe to call from several threads (``popen_runner`` is). Use it as a context
+    ``run`` must be safe to call from several threads (``command_runner``'s is). Use it as a context
     manager: leaving the block waits for what is still running, so no command outlives the module.
     ``ran`` lists the commands started, in order.
     """

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The kernel log of the host (dmesg, journalctl -k or /var/log/kern.log) and the Xid events in it.
 
-``read_kernel_log`` reads it through an injected command runner (``hostctx.popen_runner`` in the modules);
+``read_kernel_log`` reads it through an injected command runner (``hostctx.command_runner`` in the modules);
 ``parse_kernel_log`` turns its text into Xid events and notable NVRM messages, so it is tested on recorded
 logs. ``KERNEL_LOG_PATTERNS`` is the one table of the message forms it knows.
 """
