@@ -1,6 +1,6 @@
 """Partial failure: one host unreachable, one host whose role fails; the run finishes every other
 host, the report names the two with their reason, and serial / max_fail_percentage behave as the
-README documents (gpufleet_serial, gpufleet_max_fail_percentage)."""
+docs/variables.md documents (gpufleet_serial, gpufleet_max_fail_percentage)."""
 
 import json
 

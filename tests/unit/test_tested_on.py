@@ -199,7 +199,7 @@ def test_no_tested_list_outside_the_tested_on_lines(readme):
         rel(readme), "\n".join(stale))
 
 
-# --- README.md's lists of releases ---------------------------------------------------------------------------------
+# --- the lists of releases in README.md and docs/testing.md -----------------------------------------------------
 
 
 def releases(text):
@@ -222,7 +222,7 @@ def readme_text():
 def test_readme_names_each_demo_host_release():
     listed = re.search(r"The demo fleet \(`scripts/demo-fleet up \d+`\) is \w+ containers on the releases rented "
                        r"images are built on \(([^)]*)\)", readme_text())
-    assert listed, "README.md: the sentence listing the demo hosts' releases moved; teach this test"
+    assert listed, "README.md or docs/testing.md: the sentence listing the demo hosts' releases moved; teach this test"
     claimed = {}
     for hosts, release in re.findall(r"(\d\d(?:(?:, | and )\d\d)*) on ((?:Debian|Ubuntu) [\d.]+)", listed.group(1)):
         for host in re.findall(r"\d\d", hosts):
@@ -232,14 +232,14 @@ def test_readme_names_each_demo_host_release():
 
 def test_readme_names_the_releases_ssh_audit_runs_on():
     listed = re.search(r"ssh-audit's JSON against every demo host \(([^:]*):", readme_text())
-    assert listed, "README.md: the sentence on ssh-audit's demo hosts moved; teach this test"
+    assert listed, "README.md or docs/testing.md: the sentence on ssh-audit's demo hosts moved; teach this test"
     assert releases(listed.group(1)) == set(DEMO_HOSTS.values())
 
 
 def test_readme_names_the_releases_of_the_scenarios():
     listed = re.search(r"`molecule test` for each scenario under `molecule/` on (.*?) containers \(systemd ones",
                        readme_text())
-    assert listed, "README.md: the sentence on the scenarios' releases moved; teach this test"
+    assert listed, "README.md or docs/testing.md: the sentence on the scenarios' releases moved; teach this test"
     every = set().union(*SCENARIOS.values())
     assert releases(listed.group(1)) == {name.replace(" with systemd", "") for name in every}
     assert any(name.endswith(" with systemd") for name in every), "no scenario has a systemd host any more"
@@ -247,7 +247,7 @@ def test_readme_names_the_releases_of_the_scenarios():
 
 def test_readme_names_the_scenarios_with_an_ubuntu_2004_host():
     listed = re.search(r"runs on Python 3\.8\.10 on the Ubuntu 20\.04 hosts of the (.*?) scenarios", readme_text())
-    assert listed, "README.md: the sentence on Python 3.8.10's hosts moved; teach this test"
+    assert listed, "README.md or docs/testing.md: the sentence on Python 3.8.10's hosts moved; teach this test"
     for name in re.split(r", | and ", listed.group(1)):
         assert "Ubuntu 20.04" in SCENARIOS.get(name, ()), "molecule/%s has no Ubuntu 20.04 host" % name
 
