@@ -20,19 +20,10 @@ sys.path.insert(0, str(HERE.parent / "fleet"))
 import demolib  # noqa: E402 - after the sys.path lines above
 import fleetlib  # noqa: E402
 
-from tests import skips  # noqa: E402
-
-
-def _asked_for(config):
-    return fleetlib.asked_for(config, HERE, "GPUFLEET_E2E")
-
 
 def pytest_collection_modifyitems(config, items):
-    mine = [item for item in items if HERE in Path(str(item.fspath)).resolve().parents]
-    if not mine:
-        return
-    if not _asked_for(config):
-        skips.deselect(config, items, mine, "the end-to-end suite needs the demo fleet: run it with make e2e")
+    fleetlib.suite_runs(config, items, HERE, "GPUFLEET_E2E",
+                        "the end-to-end suite needs the demo fleet: run it with make e2e")
 
 
 @pytest.fixture(scope="session")

@@ -19,13 +19,8 @@ from pathlib import Path
 import fleetlib
 import pytest
 
-from tests import skips
-
 HERE = Path(__file__).resolve().parent
 
-
-def _asked_for(config):
-    return fleetlib.asked_for(config, HERE, "GPUFLEET_FLEET_TESTS")
 
 
 def _docker_ready():
@@ -40,11 +35,8 @@ def _docker_ready():
 
 
 def pytest_collection_modifyitems(config, items):
-    mine = [item for item in items if HERE in Path(str(item.fspath)).resolve().parents]
-    if not mine:
-        return
-    if not _asked_for(config):
-        skips.deselect(config, items, mine, "fleet tests start containers: run them with make fleet-tests")
+    if not fleetlib.suite_runs(config, items, HERE, "GPUFLEET_FLEET_TESTS",
+                               "fleet tests start containers: run them with make fleet-tests"):
         return
     why = _docker_ready()
     if why:

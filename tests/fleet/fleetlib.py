@@ -54,6 +54,20 @@ def asked_for(config, folder, env_name):
     return False
 
 
+def suite_runs(config, items, folder, env_name, why):
+    """True when the collected ``items`` hold tests of the suite in ``folder`` and it was asked for
+    (``asked_for``); its tests are deselected, and the run says ``why``, when it was not."""
+    from tests import skips
+
+    mine = [item for item in items if folder in Path(str(item.fspath)).resolve().parents]
+    if not mine:
+        return False
+    if not asked_for(config, folder, env_name):
+        skips.deselect(config, items, mine, why)
+        return False
+    return True
+
+
 def sh(*argv, check=True, input=None, timeout=300):
     """Run a command, return its CompletedProcess (text)."""
     return subprocess.run(

@@ -21,22 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_report_after_failed_run import SEED  # a healthy box's GPU facts into the fact cache
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HOSTS = ("rented-a", "rented-b")
 FAILED_TASK = "Fail where asked"
 
-SEED = """\
-- name: Seed the fact cache with a healthy box's GPU facts
-  hosts: all
-  gather_facts: false
-  vars_files: [precheck.json]
-  tasks:
-    - name: Cache the GPU facts
-      ansible.builtin.set_fact:
-        gpu: "{{ precheck_gpu }}"
-        cacheable: true
-"""
 
 STAGE = """\
 - name: A stage of the fleet's work

@@ -19,6 +19,8 @@ from ansible.template import Templar
 from gpufleet.controller import report, runner_results
 from jinja2 import Environment, nodes
 
+from tests.unit.test_exit_contract import _tasks  # every task of a play: blocks, rescues and always included
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "unit" / "data" / "runner"
 WHOLE = DATA / "whole"
@@ -140,13 +142,6 @@ def test_only_the_reports_inventory_variables_are_taken(inventory):
 # --------------------------------------------------------------------------- one list of what a result carries
 REPORT_PLAYBOOK = ROOT / "playbooks" / "report.yml"
 RESULTS_TASK = "Write the hosts' results"
-
-
-def _tasks(items):
-    for task in items or ():
-        yield task
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(task.get(key))
 
 
 def _results_template():

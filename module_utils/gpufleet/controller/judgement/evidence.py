@@ -38,12 +38,7 @@ def _number(value):
 
 def _numeric(value):
     """A number, or numeric text (a Jinja-templated value arrives as text)."""
-    if isinstance(value, str):
-        try:
-            return math.isfinite(float(value.strip()))
-        except ValueError:
-            return False
-    return _number(value)
+    return _values.number_text(value) is not None
 
 
 def _flaggy(value):
