@@ -9,6 +9,8 @@ test changes in them (the driver version, the host context) is named there.
 import copy
 import datetime
 import json
+import subprocess
+import sys
 
 import pytest
 from gpufleet.controller import report
@@ -16,6 +18,7 @@ from gpufleet.controller.checklist import build as checklist
 from gpufleet.controller.checklist import driver_bulletins as table
 from gpufleet.controller.checklist import driver_security as ds
 from gpufleet.controller.checklist import item as checkitem
+from gpufleet.controller.judgement import judge
 
 from tests.unit.doubles import FIXTURES
 
@@ -201,7 +204,7 @@ def test_odd_results_do_not_raise():
         assert ds.driver_security_item(odd)["status"] == "unknown"
 
 
-# ----------------------------------------------------------------------------- the report
+# ----------------------------------------------------------------------------- the report and the pre-check
 def _gpu_host(name, driver, **host):
     """A clean GPU host as the pre-check leaves it: one H100 on a KVM VM, no finding, a pre-check's timings."""
     facts = {"source": "nvml", "gpu_count": 1, "driver_version": driver, "cuda_driver_version": "12.4",
@@ -210,6 +213,40 @@ def _gpu_host(name, driver, **host):
              "host": dict({"container": False, "virtualization": "kvm"}, **host)}
     return {"host": name, "reachable": True, "failed": False, "gpu": facts,
             "check": {"deadline_s": 60, "steps": {"connect": 0.4, "environment": 6.5}, "torch_python": ""}}
+
+
+def test_a_host_whose_only_problem_is_its_driver_is_still_keep_in_the_pre_check(tmp_path):
+    """check.yml's verdict comes from the host's action (the judgement's findings), never from a checklist item:
+    a driver without NVIDIA's fixes is a note under the line, the host stays "keep" and the exit status 0."""
+    fine = report.summarize([_gpu_host("box", "580.178.04")], now=NOW)
+    old = report.summarize([_gpu_host("box", "550.90.07")], now=NOW)
+    (a,), (b,) = fine["hosts"], old["hosts"]
+    assert a["checklist"]["driver_security"]["status"] == "ok"
+    assert b["checklist"]["driver_security"]["status"] == "fail"  # a VM: the renter's to fix
+    for key in ("status", "action", "verdict", "reasons", "judgement"):
+        assert a[key] == b[key], key
+    assert b["action"] is None and b["verdict"].startswith("keep")
+    lines, bad = judge.check_lines(old)
+    assert bad == [] and judge.check_exit_status(old) == judge.EXIT_OK
+    assert lines[0].startswith("box   keep")
+    assert lines[1] == "      " + b["checklist"]["driver_security"]["note"]
+    assert lines[1].startswith("      note: driver 550.90.07: branch R550 receives no security fixes")
+    assert lines[-1].startswith("1 host(s): 1 keep, 0 fix here, 0 to give back")
+    assert len(judge.check_lines(fine)[0]) == len(lines) - 1  # no note for a patched driver
+    # the same through scripts/check-verdicts, which check.yml runs: exit 0 (not 3), the note printed
+    path = tmp_path / "fleet.json"
+    path.write_text(report.to_json(old))
+    script = FIXTURES.parents[1] / "scripts" / "check-verdicts"
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True)
+    assert out.returncode == 0 and "note: driver 550.90.07: branch R550" in out.stdout
+
+
+def test_a_container_host_is_keep_too_with_the_providers_note():
+    s = report.summarize([_gpu_host("ctr", "535.161.08", container=True, container_kind="docker")], now=NOW)
+    (h,) = s["hosts"]
+    assert h["verdict"].startswith("keep") and h["checklist"]["driver_security"]["status"] == "warn"
+    lines, bad = judge.check_lines(s)
+    assert bad == [] and "the driver belongs to the provider (docker container)" in lines[1]
 
 
 def test_the_item_is_in_every_output_and_fits_the_schema():
