@@ -170,4 +170,3 @@ def driver_security_item(result):
         if len(_CACHE) < 10000:
             _CACHE[key] = hit
     return hit
-
