@@ -260,3 +260,13 @@ def test_the_item_is_in_every_output_and_fits_the_schema():
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
     assert [e.message for e in validator.iter_errors(json.loads(report.to_json(s)))] == []
     assert "driver_security" in validator.schema["$defs"]["checklist"]["required"]
+
+
+def test_the_docs_table_is_the_data():
+    """docs/checklist.md's "Driver security" table shows each branch row of driver_bulletins.BRANCHES."""
+    text = (FIXTURES.parents[1] / "docs" / "checklist.md").read_text(encoding="utf-8")
+    for branch, row in table.BRANCHES.items():
+        fixed = "**%s**" % row["fixed"] if row["security_fixes"] else row["fixed"]
+        assert "| %s | %s | %s, %s | %s" % (branch, fixed, row["bulletin"], row["date"],
+                                            "floor" if row["security_fixes"] else "none any more") in text, branch
+    assert "As of bulletin %s (%s)" % (table.NEWEST_BULLETIN, table.AS_OF) in " ".join(text.split())
