@@ -147,9 +147,9 @@ def h100(torch=TORCH, **kw):
     return r
 
 
-def test_checklist_has_eleven_items_from_facts():
+def test_checklist_has_twelve_items_from_facts():
     c = checklist.checklist(h100(ctk="nvidia-container-toolkit\t1.17.8-1\tii \n"))
-    assert [k for k, _ in checkitem.ITEMS] == list(c) and len(c) == 11
+    assert [k for k, _ in checkitem.ITEMS] == list(c) and len(c) == 12
     assert c["torch_cuda"]["status"] == "ok" and "torch 2.5.1+cu121 (CUDA 12.1)" in c["torch_cuda"]["summary"]
     assert c["cudnn"] == {"status": "ok", "summary": "cuDNN 9.1.0 loadable by torch", "reason": None}
     assert c["capacity"]["summary"].startswith("inference fp16/bf16 up to 32B (256.5B over 8 GPUs)")

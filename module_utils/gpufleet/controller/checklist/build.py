@@ -19,6 +19,7 @@ findings folded into the items they answer. Plain Python >= 3.8, stdlib only.
 
 from . import capacity
 from .audit import security, security_item, torch_advisories_item
+from .driver_security import driver_security_item
 from .gpu import capacity_item, cudnn, features_item, multi_gpu, torch_cuda
 from .host import access, image, monitoring, packages
 from .item import _CPU_HOST, _WORST, ITEMS, _d, _doctor_torch, _l, _no_torch, _unknown, _worst, is_cpu_host
@@ -138,6 +139,7 @@ def checklist(result):
             out["torch_cuda"] = torch_cuda(torch, facts, cpu_host)
             out["cudnn"] = cudnn(torch, cpu_host)
         out["torch_advisories"] = torch_advisories_item(result)
+        out["driver_security"] = driver_security_item(result)
         return _fold_doctor(out, result.get("doctor"))
     link = capacity.interconnect_of(gpus)
     no_gpu = cpu_host and not gpus  # a CPU host by intent that shows none: GPU questions do not apply
@@ -163,4 +165,5 @@ def checklist(result):
         if not cpu_host:
             out["cudnn"] = out["torch_cuda"]
     out["torch_advisories"] = torch_advisories_item(result)  # after security, in ITEMS' order
+    out["driver_security"] = driver_security_item(result)  # the driver against NVIDIA's bulletins (driver_security.py)
     return _fold_doctor(out, result.get("doctor"))

@@ -24,6 +24,7 @@ ITEMS = (
     ("monitoring", "monitoring"),
     ("security", "security audit"),
     ("torch_advisories", "torch security advisories"),
+    ("driver_security", "driver security"),
 )
 STATUSES = ("ok", "warn", "fail", "unknown")
 _WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}

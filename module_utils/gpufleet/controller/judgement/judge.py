@@ -289,6 +289,15 @@ def advisory_note(host):
     return "note: %s" % item["summary"]
 
 
+def driver_note(host):
+    """The pre-check's note under a host's line when its NVIDIA driver lacks security fixes or its branch is not in
+    the bulletin table (the checklist's ``driver_security`` item carries it as ``note``); None otherwise. A note
+    only, like ``advisory_note``: it takes no part in the host's verdict, action or exit status."""
+    checklist = host.get("checklist") if isinstance(host.get("checklist"), dict) else {}
+    item = checklist.get("driver_security")
+    return item["note"] if isinstance(item, dict) and isinstance(item.get("note"), str) and item["note"] else None
+
+
 def torch_note(host):
     """The pre-check's line under a host that lists every environment with torch and its build, the judged one
     first with why (``judged``'s reason), e.g. "torch: 2.5.1+cu121 in /venv/main (judged: the login shell's
@@ -313,7 +322,8 @@ def check_lines(summary):
     """(lines, bad hosts) for the pre-check's terminal: one line per host (name, verdict, step times), under it
     the environments with torch (``torch_note``) and a note when its torch has open security advisories
     (``advisory_note``), then a count in which each host is counted once, in one category. A host is bad when its
-    action is neither keep nor fix here (``needs_more_than_keeping``)."""
+    action is neither keep nor fix here (``needs_more_than_keeping``). A driver without NVIDIA's security fixes adds
+    one more note (``driver_note``)."""
     hosts, seen = [], set()
     for h in summary.get("hosts") or ():
         if isinstance(h, dict) and str(h.get("host")) not in seen:  # one row per host, however often it is listed
@@ -332,7 +342,7 @@ def check_lines(summary):
                 before = at
         timing = "  [%s]" % ", ".join(times) if times else ""
         lines.append("%-*s  %s%s" % (width, h.get("host"), h.get("verdict") or KEEP, timing))
-        for note in (torch_note(h), advisory_note(h)):
+        for note in (torch_note(h), advisory_note(h), driver_note(h)):
             if note:
                 lines.append("%-*s  %s" % (width, "", note))
         if needs_more_than_keeping(h):
