@@ -156,3 +156,12 @@ def test_comparison_reports_a_one_byte_change(tmp_path):
     assert problem is not None, "a changed GPU name went unnoticed"
     assert "HBM4" in problem and problem.startswith("fleet.csv differs"), problem
     assert len(problem.splitlines()) <= DIFF_LINES + 2
+
+
+def test_the_checklist_note_counts_the_items():
+    """The line above the checklist grid names how many items docs/checklist.md has: a new item moves it."""
+    from gpufleet.controller.checklist import item
+    from gpufleet.controller.report import cells
+
+    words = {11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen"}
+    assert "(the %s items of docs/checklist.md)" % words[len(item.ITEMS)] in cells._CHECK_NOTE

@@ -123,7 +123,7 @@ def _capacity_rules():
         % round(_capacity.USABLE_FRACTION * 100)]
 
 
-_CHECK_NOTE = ("What a renter checks before paying (the eleven items of docs/checklist.md) and the box's GPU history, "
+_CHECK_NOTE = ("What a renter checks before paying (the twelve items of docs/checklist.md) and the box's GPU history, "
                "computed from the facts, the doctor's evidence and earlier runs; 'unknown' says which fact the host "
                "did not report.")
 
