@@ -176,6 +176,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpufleet.host.pytorch import target as tt
+from ansible.module_utils.gpufleet.host.system import hostctx
+
+
+def _run(run, argv, env=None):
+    """(rc, stdout, stderr) as text through the host side's one command runner (cwd /, C locale)."""
+    rc, out, err = run(argv, env=env) or (127, b"", b"%s: not found" % argv[0].encode())
+    return rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def main():
@@ -194,6 +201,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    run = hostctx.command_runner(module.get_bin_path)
     try:
         chosen = tt.choose(p["mode"], p["found"], p["venv"], p["gpufleet_venv"], p["decided"])
     except tt.TargetError as exc:
@@ -202,7 +210,7 @@ def main():
                   python_version=None, pip=False, pip_path=None, torch=None, torch_cuda=None, runs=None,
                   runs_why="%s does not run yet" % chosen["python"])
     if os.access(chosen["python"], os.X_OK):
-        rc, out, err = module.run_command([chosen["python"], "-c", tt.PROBE], cwd="/")
+        rc, out, err = _run(run, [chosen["python"], "-c", tt.PROBE])
         if rc != 0:
             module.fail_json(msg="%s does not run (rc %s): %s" % (chosen["python"], rc, (err or out).strip()[-800:]))
         try:
@@ -220,8 +228,7 @@ def main():
         target["freeze_file"] = tt.freeze_file(p["state_dir"], target["prefix"])
         current = []
         if target["pip"]:
-            rc, out, err = module.run_command([chosen["python"], "-m", "pip", "freeze"], cwd="/",
-                                              environ_update={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            rc, out, err = _run(run, [chosen["python"], "-m", "pip", "freeze"], {"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             if rc != 0:
                 module.fail_json(msg="%s -m pip freeze failed (rc %s): %s" % (chosen["python"], rc, err.strip()))
             current = out.splitlines()

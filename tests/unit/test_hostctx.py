@@ -488,3 +488,11 @@ def test_shared_readers_never_raise():
     assert hostctx.read_text(read, "text") == "plain"
     assert hostctx.read_text(read, "absent") is None and hostctx.read_text(read, "boom") is None
     assert hostctx.safe_call(read, "boom") is None and hostctx.safe_call(read, "bytes") == b"caf\xc3\xa9 \xff"
+
+
+def test_command_runner_runs_in_the_root_folder(tmp_path, monkeypatch):
+    """python -c puts the working folder first on sys.path: run from the module's temp dir, a file there named like
+    a package (torch.py) would be imported instead of the renter's torch. Every command runs in /."""
+    (tmp_path / "torch.py").write_text("raise SystemExit('the temp dir shadowed torch')\n")
+    monkeypatch.chdir(tmp_path)
+    assert hostctx.command_runner()(["sh", "-c", "pwd"])[1] == b"/\n"

@@ -50,8 +50,9 @@ def command_runner(which=which, environ=None, timeout=None):
     """The one command runner, shaped like community.general's CmdRunner: ``run(argv, env=None, timeout=None) ->
     (rc, stdout, stderr)`` in bytes, None when argv[0] is not installed (``which``: a module's get_bin_path).
     Environment: ``environ`` (default this process's) less the payload's PYTHONPATH entries, as run_command does,
-    plus ``LOCALE`` and ``env``; stdin /dev/null. Past ``timeout`` s (the call's, else the runner's) the command and
-    what it started are killed: ``(TIMED_OUT, output, "... timed out after N s")``; found but not startable: 126.
+    plus ``LOCALE`` and ``env``; stdin /dev/null; cwd / (python -c imports nothing from the module's temp dir).
+    Past ``timeout`` s (the call's, else the runner's) the command and what it started are killed: ``(TIMED_OUT,
+    output, "... timed out after N s")``; found but not startable: 126.
     Safe from several threads (run_command is not: per-call state, a ``preexec_fn``, fail_json)."""
     base = dict(os.environ if environ is None else environ)
     kept = [p for p in base.pop("PYTHONPATH", "").split(":") if p and not p.endswith(_PAYLOAD_PATHS)]
@@ -67,7 +68,7 @@ def command_runner(which=which, environ=None, timeout=None):
         limit = default_timeout if timeout is None else timeout
         try:
             proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL, close_fds=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
                                     env=dict(base, **env) if env else base)
         except OSError as exc:
             return 126, b"", ("%s: %s" % (exe, exc.strerror or exc)).encode("utf-8", "replace")
