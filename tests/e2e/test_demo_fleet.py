@@ -129,6 +129,16 @@ def test_report_shows_the_state_the_run_left(report):
         assert (datetime.now(timezone.utc) - when).total_seconds() < 3 * 3600, "%s: facts read at %s" % (name, read_at)
 
 
+def test_the_report_names_the_ansible_core_that_made_it(report):
+    """fleet.json records the ansible-core that ran site.yml and the controller's Python (report.yml passes them)."""
+    import platform
+
+    from ansible.release import __version__ as ansible_core
+
+    assert report["json"].get("produced_by") == {"ansible_core": ansible_core, "python": platform.python_version()}
+    assert ", by ansible-core %s (Python " % ansible_core in (report["folder"] / "fleet.md").read_text()
+
+
 def test_no_drift_line_per_host_without_a_majority(report):
     for name, host in report["hosts"].items():
         noisy = [r for r in host.get("reasons") or [] if "none is the most common" in r]

@@ -571,3 +571,25 @@ def test_without_gate_figures_the_page_says_why_there_is_no_gate_or_price_pictur
     html = report.to_html(bare)
     assert 'data-picture="gate"' not in html and 'data-picture="price"' not in html
     assert 'id="no-gate-figures"' in html and "playbooks/gate.yml" in html
+
+
+def test_the_report_says_which_ansible_made_it(tmp_path, validator):
+    """scripts/fleet-report --ansible-core (report.yml passes ansible_version.full): fleet.json records it with the
+    controller's Python as produced_by, fleet.md and fleet.html name both on their first line; without it (a report
+    made outside a playbook) neither says anything."""
+    import platform
+    import runpy
+
+    cli = runpy.run_path(str(ROOT / "scripts" / "fleet-report"))["main"]
+    for given, out in ((["--ansible-core", "2.19.14"], tmp_path / "with"), ([], tmp_path / "without")):
+        assert cli([str(FIXTURES), "--out", str(out)] + given) == 0
+        data = json.loads((out / "fleet.json").read_text(encoding="utf-8"))
+        assert _errors(validator, data) == []
+        md, html = (out / "fleet.md").read_text(), (out / "fleet.html").read_text()
+        if given:
+            python = platform.python_version()
+            assert data["produced_by"] == {"ansible_core": "2.19.14", "python": python}
+            line = ", by ansible-core 2.19.14 (Python %s)." % python
+            assert line in md and line in html
+        else:
+            assert "produced_by" not in data and "by ansible-core" not in md + html

@@ -123,6 +123,16 @@ def _capacity_rules():
         % round(_capacity.USABLE_FRACTION * 100)]
 
 
+def produced_by_text(s):
+    """", by ansible-core 2.19.14 (Python 3.11.7)" for the report's first line when the summary records what made it
+    (scripts/fleet-report --ansible-core, passed by report.yml); "" otherwise."""
+    made = _d(s.get("produced_by"))
+    if not made.get("ansible_core"):
+        return ""
+    return ", by ansible-core %s%s" % (_text(made["ansible_core"]),
+                                       " (Python %s)" % _text(made["python"]) if made.get("python") else "")
+
+
 _CHECK_NOTE = ("What a renter checks before paying (the twelve items of docs/checklist.md) and the box's GPU history, "
                "computed from the facts, the doctor's evidence and earlier runs; 'unknown' says which fact the host "
                "did not report.")

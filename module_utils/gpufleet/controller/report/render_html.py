@@ -13,6 +13,7 @@ from . import cells as _cells
 from . import columns as _columns
 from . import pictures as _pictures
 from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
+from .cells import produced_by_text
 from .jinja_env import get_template, trusted
 from .summary import _as_summary, one_line
 
@@ -138,7 +139,7 @@ def context(data):
     doctors = [(h, f) for h in s["hosts"] for f in _l(_d(h["doctor"]).get("findings")) if isinstance(f, dict)]
     return dict(_cells.shared_context(s, listed, check_total), **{
         "csp": trusted(_csp()), "sort_script": trusted(SORT_SCRIPT),
-        "generated_at": _text(s["generated_at"]), "one_line": one_line(s),
+        "generated_at": _text(s["generated_at"]), "produced_by": produced_by_text(s), "one_line": one_line(s),
         "status_counts": [(k, t["hosts_by_status"].get(k, 0)) for k in STATUSES],
         "pictures": _pictures.pictures(s, listed, check_total),
         "bad_hosts": [(b["host"], b["simulated"], b["status"], _cells._provider_cell(b), b["action"],

@@ -5,6 +5,7 @@ from ..parallel import chunked
 from . import cells as _cells
 from . import columns as _columns
 from ._common import CHECK_ITEMS
+from .cells import produced_by_text
 from .jinja_env import get_template
 from .summary import _as_summary
 
@@ -41,7 +42,7 @@ def context(data):
     listed, check_total = _cells._checklist_hosts(s)
     has_gpus = any(h["gpus"] for h in s["hosts"])
     return dict(_cells.shared_context(s, listed, check_total), **{
-        "generated_at": s["generated_at"],
+        "generated_at": s["generated_at"], "produced_by": produced_by_text(s),
         "bad_rows": [[_host_name(b), b["status"], _cells._provider_cell(b),
                       b["action"] + (": " + b["return_action"] if b.get("return_action") else ""),
                       "; ".join(b["reasons"])] for b in s["bad_hosts"]],
