@@ -1,5 +1,6 @@
 """NVIDIA container toolkit: CVE floor, package version checks, dpkg version order, daemon.json merge."""
 
+import functools
 import json
 
 import pytest
@@ -19,7 +20,7 @@ def by_code(findings, code):
 # ---- the CVE table ----------------------------------------------------------------------------
 
 def test_cve_rows_have_sources_and_the_floor_covers_every_verified_fix():
-    assert ctk.FLOOR == "1.17.8"
+    assert ctk.FLOOR == "1.19.1"
     for row in ctk.CVES:
         assert row["cve"].startswith("CVE-") and row["summary"] and row["source"]
         if row["fixed"]:
@@ -29,32 +30,57 @@ def test_cve_rows_have_sources_and_the_floor_covers_every_verified_fix():
     assert fixed["CVE-2024-0134"] == "1.17.0"
     assert fixed["CVE-2025-23359"] == "1.17.4"
     assert fixed["CVE-2025-23266"] == fixed["CVE-2025-23267"] == "1.17.8"
-    assert fixed["CVE-2026-24260"] is None  # the reference has no verified fixed version
+
+
+def test_cve_2026_24260_is_fixed_in_1_19_1_per_bulletin_5850_and_sets_the_floor():
+    row = [r for r in ctk.CVES if r["cve"] == "CVE-2026-24260"]
+    assert len(row) == 1
+    row = row[0]
+    assert row["fixed"] == "1.19.1" == ctk.FLOOR and row["confidence"] == "V"
+    assert "a_id 5850" in row["source"] and "nvidia.custhelp.com/app/answers/detail/a_id/5850" in row["source"]
+    # the newest verified fix is the floor: nothing in the table is fixed later
+    newest = max((r["fixed"] for r in ctk.CVES if r["fixed"]), key=functools.cmp_to_key(ctk.compare_versions))
+    assert newest == ctk.FLOOR
+    # no row is left without a verified fixed version
+    assert all(r["fixed"] for r in ctk.CVES)
+
+
+def test_preferred_is_at_or_above_the_floor():
+    assert ctk.PREFERRED == "1.20.0"
+    assert ctk.compare_versions(ctk.PREFERRED, ctk.FLOOR) > 0
 
 
 # ---- check_versions ---------------------------------------------------------------------------
 
-def test_current_toolkit_has_only_info_findings():
-    findings = ctk.check_versions(at("1.18.0-1"))
-    assert {f["severity"] for f in findings} == {"info"}
-    assert [f["code"] for f in findings] == ["unverified_cve"]
+def test_current_toolkit_has_no_findings():
+    assert ctk.check_versions(at("1.20.0-1")) == []
 
 
 def test_at_the_floor_is_fine_but_newer_is_preferred():
-    findings = ctk.check_versions(at("1.17.8-1"))
+    findings = ctk.check_versions(at("1.19.1-1"))
     assert not [f for f in findings if f["severity"] != "info"]
-    assert by_code(findings, "below_preferred")
+    preferred = by_code(findings, "below_preferred")
+    assert preferred and "1.20.0 or later is preferred" in preferred[0]["message"]
+    assert "shared/reference" not in preferred[0]["message"]
+
+
+@pytest.mark.parametrize("version", ["1.19.0-1", "1.18.2-1", "1.17.9-1", "1.17.8-1", "1.19.1~rc.1-1"])
+def test_every_release_before_1_19_1_is_below_the_floor_for_cve_2026_24260(version):
+    # bulletin 5850: "all versions up to and including 1.19.0"; no 1.18.x fix exists
+    below = by_code(ctk.check_versions(at(version)), "below_floor")
+    assert len(below) == 1 and below[0]["cves"] == ["CVE-2026-24260"]
+    assert "below the floor 1.19.1" in below[0]["message"]
 
 
 @pytest.mark.parametrize(("version", "cves"), [
-    ("1.17.7-1", ["CVE-2025-23266", "CVE-2025-23267"]),
-    ("1.17.4-1", ["CVE-2025-23266", "CVE-2025-23267"]),
-    ("1.17.3-1", ["CVE-2025-23359", "CVE-2025-23266", "CVE-2025-23267"]),
+    ("1.17.7-1", ["CVE-2025-23266", "CVE-2025-23267", "CVE-2026-24260"]),
+    ("1.17.4-1", ["CVE-2025-23266", "CVE-2025-23267", "CVE-2026-24260"]),
+    ("1.17.3-1", ["CVE-2025-23359", "CVE-2025-23266", "CVE-2025-23267", "CVE-2026-24260"]),
     ("1.17.0-1", ["CVE-2024-0135", "CVE-2024-0136", "CVE-2024-0137", "CVE-2025-23359", "CVE-2025-23266",
-                  "CVE-2025-23267"]),
+                  "CVE-2025-23267", "CVE-2026-24260"]),
     ("1.16.1-1", ["CVE-2024-0132", "CVE-2024-0133", "CVE-2024-0134", "CVE-2024-0135", "CVE-2024-0136",
-                  "CVE-2024-0137", "CVE-2025-23359", "CVE-2025-23266", "CVE-2025-23267"]),
-    ("1.17.8~rc.1-1", ["CVE-2025-23266", "CVE-2025-23267"]),  # a release candidate is before 1.17.8
+                  "CVE-2024-0137", "CVE-2025-23359", "CVE-2025-23266", "CVE-2025-23267", "CVE-2026-24260"]),
+    ("1.17.8~rc.1-1", ["CVE-2025-23266", "CVE-2025-23267", "CVE-2026-24260"]),  # a release candidate is before 1.17.8
 ])
 def test_below_floor_names_the_cves_that_apply(version, cves):
     findings = ctk.check_versions(at(version))
@@ -63,29 +89,29 @@ def test_below_floor_names_the_cves_that_apply(version, cves):
     f = below[0]
     assert f["severity"] == "error" and f["cves"] == cves and f["version"] == version
     assert sorted(f["packages"]) == sorted(ctk.PACKAGES)
-    assert "below the floor 1.17.8" in f["message"]
+    assert "below the floor 1.19.1" in f["message"]
     for cve in cves:
         assert cve in f["message"]
     assert not by_code(findings, "version_mismatch")
 
 
 def test_mismatched_versions_are_reported_with_each_package():
-    findings = ctk.check_versions(at("1.17.8-1", **{"libnvidia-container1": "1.17.3-1"}))
+    findings = ctk.check_versions(at("1.20.0-1", **{"libnvidia-container1": "1.19.0-1"}))
     mismatch = by_code(findings, "version_mismatch")
     assert len(mismatch) == 1
-    assert "libnvidia-container1 1.17.3-1" in mismatch[0]["message"]
-    assert "nvidia-container-toolkit 1.17.8-1" in mismatch[0]["message"]
+    assert "libnvidia-container1 1.19.0-1" in mismatch[0]["message"]
+    assert "nvidia-container-toolkit 1.20.0-1" in mismatch[0]["message"]
     below = by_code(findings, "below_floor")
     assert [f["packages"] for f in below] == [["libnvidia-container1"]]
 
 
 def test_versions_equal_in_dpkg_terms_are_one_version():
-    findings = ctk.check_versions(at("1.17.8-1", **{"libnvidia-container1": "0:1.17.8-1"}))
+    findings = ctk.check_versions(at("1.20.0-1", **{"libnvidia-container1": "0:1.20.0-1"}))
     assert not by_code(findings, "version_mismatch")
 
 
 def test_missing_packages():
-    pkgs = at("1.17.8-1")
+    pkgs = at("1.20.0-1")
     del pkgs["libnvidia-container-tools"]
     pkgs["nvidia-container-toolkit-base"] = None
     findings = ctk.check_versions(pkgs)
@@ -101,12 +127,21 @@ def test_nothing_installed_is_one_finding():
 
 
 def test_garbage_version_is_a_finding_not_a_crash():
-    findings = ctk.check_versions(at("1.17.8-1", **{"libnvidia-container1": "latest version"}))
+    findings = ctk.check_versions(at("1.20.0-1", **{"libnvidia-container1": "latest version"}))
     assert by_code(findings, "unparseable_version")[0]["packages"] == ["libnvidia-container1"]
 
 
+def test_a_cve_without_a_verified_fix_is_an_info_finding(monkeypatch):
+    row = ctk._cve(cve="CVE-2099-0001", fixed=None, confidence="U", summary="reported, no fixed version yet",
+                   source="test row")
+    monkeypatch.setattr(ctk, "CVES", [*ctk.CVES, row])
+    findings = ctk.check_versions(at("1.20.0-1"))
+    assert [f["code"] for f in findings] == ["unverified_cve"] and findings[0]["cves"] == ["CVE-2099-0001"]
+    assert ctk.cves_below("1.0.0-1")[-1]["cve"] == "CVE-2026-24260"  # a row without a fix is never "below"
+
+
 def test_a_stricter_floor_can_be_passed():
-    findings = ctk.check_versions(at("1.17.8-1"), floor="1.18.0")
+    findings = ctk.check_versions(at("1.20.0-1"), floor="1.20.1")
     assert by_code(findings, "below_floor")[0]["cves"] == []
 
 

@@ -64,22 +64,22 @@ def fake_dpkg_query(tmp_path, lines, rc=0):
 
 def test_packages_reports_a_lone_old_libnvidia_container1_as_mismatch_and_below_floor(tmp_path):
     fake = fake_dpkg_query(tmp_path, [
-        ("nvidia-container-toolkit", "1.17.8-1", "ii "),
-        ("nvidia-container-toolkit-base", "1.17.8-1", "ii "),
-        ("libnvidia-container-tools", "1.17.8-1", "ii "),
+        ("nvidia-container-toolkit", "1.20.0-1", "ii "),
+        ("nvidia-container-toolkit-base", "1.20.0-1", "ii "),
+        ("libnvidia-container-tools", "1.20.0-1", "ii "),
         ("libnvidia-container1:amd64", "1.17.3-1", "ii "),
     ])
     result = run_module(tmp_path, "ctk_packages", {}, path_prepend=fake)
     assert result["changed"] is False
     facts = result["ansible_facts"]["nvidia_container_toolkit"]
-    assert facts["installed"] == {"nvidia-container-toolkit": "1.17.8-1", "nvidia-container-toolkit-base": "1.17.8-1",
-                                  "libnvidia-container-tools": "1.17.8-1", "libnvidia-container1": "1.17.3-1"}
+    assert facts["installed"] == {"nvidia-container-toolkit": "1.20.0-1", "nvidia-container-toolkit-base": "1.20.0-1",
+                                  "libnvidia-container-tools": "1.20.0-1", "libnvidia-container1": "1.17.3-1"}
     assert facts["version_mismatch"] is True and facts["below_floor"] is True and facts["ok"] is False
     assert facts["version"] is None
     assert "version_mismatch" in facts["finding_codes"] and "below_floor" in facts["finding_codes"]
     below = [f for f in facts["findings"] if f["code"] == "below_floor"][0]
     assert below["packages"] == ["libnvidia-container1"]
-    assert "CVE-2025-23266" in below["cves"] and "CVE-2025-23267" in below["cves"]
+    assert "CVE-2025-23266" in below["cves"] and "CVE-2026-24260" in below["cves"]
     # every error is surfaced as an Ansible warning
     assert any("different versions" in w for w in result.get("warnings", []))
     assert any("below the floor" in w for w in result.get("warnings", []))
@@ -89,18 +89,19 @@ def test_packages_reports_a_lone_old_libnvidia_container1_as_mismatch_and_below_
 
 
 def test_packages_pinned_install_is_ok_and_quiet(tmp_path):
-    fake = fake_dpkg_query(tmp_path, [(p, "1.17.8-1", "ii ") for p in ctk.PACKAGES])
+    fake = fake_dpkg_query(tmp_path, [(p, "1.19.1-1", "ii ") for p in ctk.PACKAGES])
     result = run_module(tmp_path, "ctk_packages", {}, check=True, path_prepend=fake)
     facts = result["ansible_facts"]["nvidia_container_toolkit"]
-    assert facts["ok"] is True and facts["version"] == "1.17.8-1" and facts["installed_any"] is True
-    assert facts["finding_codes"] == ["below_preferred", "unverified_cve"]
+    assert facts["ok"] is True and facts["version"] == "1.19.1-1" and facts["installed_any"] is True
+    assert facts["floor"] == "1.19.1"
+    assert facts["finding_codes"] == ["below_preferred"]
     assert not result.get("warnings")
 
 
 def test_packages_not_installed_and_half_configured(tmp_path):
     # dpkg-query exits 1 when it knows none of some names; a removed package keeps its config ("rc").
-    fake = fake_dpkg_query(tmp_path, [("libnvidia-container1", "1.17.8-1", "rc "),
-                                      ("libnvidia-container-tools", "1.17.8-1", "iF ")], rc=1)
+    fake = fake_dpkg_query(tmp_path, [("libnvidia-container1", "1.20.0-1", "rc "),
+                                      ("libnvidia-container-tools", "1.20.0-1", "iF ")], rc=1)
     result = run_module(tmp_path, "ctk_packages", {"warn": False}, path_prepend=fake)
     facts = result["ansible_facts"]["nvidia_container_toolkit"]
     assert facts["installed_any"] is False and facts["finding_codes"][0] == "not_installed"
@@ -109,10 +110,10 @@ def test_packages_not_installed_and_half_configured(tmp_path):
 
 
 def test_packages_missing_package_with_a_custom_floor(tmp_path):
-    fake = fake_dpkg_query(tmp_path, [(p, "1.18.0-1", "ii ") for p in ctk.PACKAGES[:3]], rc=1)
-    result = run_module(tmp_path, "ctk_packages", {"floor": "1.18.0", "warn": False}, path_prepend=fake)
+    fake = fake_dpkg_query(tmp_path, [(p, "1.20.0-1", "ii ") for p in ctk.PACKAGES[:3]], rc=1)
+    result = run_module(tmp_path, "ctk_packages", {"floor": "1.20.0", "warn": False}, path_prepend=fake)
     facts = result["ansible_facts"]["nvidia_container_toolkit"]
-    assert facts["floor"] == "1.18.0"
+    assert facts["floor"] == "1.20.0"
     assert "missing_package" in facts["finding_codes"] and facts["ok"] is False
     assert not facts["below_floor"]
 
@@ -191,6 +192,8 @@ def test_role_floor_and_package_list_match_module_utils():
     assert sorted(role_vars["__nvidia_container_toolkit_packages"]) == sorted(ctk.PACKAGES)
     defaults = yaml.safe_load((ROOT / "roles" / "nvidia_container_toolkit" / "defaults" / "main.yml").read_text())
     assert ctk.compare_versions(defaults["nvidia_container_toolkit_version"], ctk.FLOOR) >= 0
+    # the default is the preferred release (it carries every fix in the table)
+    assert ctk.compare_versions(defaults["nvidia_container_toolkit_version"], ctk.PREFERRED) >= 0
 
 
 def test_stand_in_debs_are_named_and_versioned_like_nvidias(tmp_path):

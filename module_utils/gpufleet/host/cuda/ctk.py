@@ -1,9 +1,11 @@
 """NVIDIA Container Toolkit: version floor and CVE table (data), package checks, daemon.json merge.
 
-Sources: ``shared/reference/security-reliability.md`` section 4 (CVEs, fixed versions, what an
-audit checks) and ``shared/reference/cuda-failures-and-compat.md`` section 3.4 (what
-``nvidia-ctk runtime configure --runtime=docker`` writes), read against NVIDIA/nvidia-container-toolkit
-``pkg/config/engine/docker/docker.go`` (``AddRuntime``, ``Save``).
+Sources: NVIDIA's security bulletins (NVIDIA/product-security, ``<year>/<a_id>/<a_id>.md``; the page for each is
+https://nvidia.custhelp.com/app/answers/detail/a_id/<a_id>), the toolkit's release notes
+(NVIDIA/cloud-native-docs ``container-toolkit/release-notes.md``) and NVIDIA/nvidia-container-toolkit
+``pkg/config/engine/docker/docker.go`` (``AddRuntime``, ``Save``: what ``nvidia-ctk runtime configure
+--runtime=docker`` writes). The older rows were first gathered in ``shared/reference/security-reliability.md``
+section 4 (outside this project); each row's ``source`` names the original it rests on.
 
 Plain Python, no Ansible: a package listing in, findings out; text in, text out.
 """
@@ -15,12 +17,15 @@ from ..system.tablerow import table_row
 
 REFERENCE = "shared/reference/security-reliability.md"
 _S41 = REFERENCE + " section 4.1"
-_S42 = REFERENCE + " section 4.2"
 
-# Policy floor: every CVE below with a verified fix is fixed at or before it (section 4.2 item 1:
-# ">= the policy floor (>=1.17.8 today; 1.18.x+ preferred)").
-FLOOR = "1.17.8"
-PREFERRED = "1.18.0"
+# Policy floor: every CVE below is fixed at or before it. Bulletin 5850 (2026-06-30): CVE-2026-24260 affects "all
+# versions up to and including 1.19.0", fixed in 1.19.1; NVIDIA made no 1.18.x fix (release-1.18 ends at v1.18.2), so
+# the floor is 1.19.1 on every line.
+FLOOR = "1.19.1"
+# The newest release (v1.20.0, tagged 2026-08-12), which NVIDIA's documentation marks "preferred"
+# (NVIDIA/cloud-native-docs container-toolkit/versions1.json). No CVE is fixed in it beyond 1.19.1.
+PREFERRED = "1.20.0"
+PREFERRED_SOURCE = "NVIDIA/cloud-native-docs container-toolkit/versions1.json (1.20.0 'preferred')"
 
 # All four must be installed at one version (section 4.2 item 1; the install guide pins all four
 # to the same ``${version}-1``; 1.18.0-rc.1 "Require matching version of libnvidia-container-tools").
@@ -72,14 +77,18 @@ CVES = [
     _cve(cve="CVE-2025-23266", fixed="1.17.8", confidence="V",
          summary="'NVIDIAScape': createContainer hooks inherited the container env (LD_PRELOAD from the image), "
                  "code execution in a privileged hook",
-         source=_S41 + (" (security merge d6f61079; pytorch/test-infra#6941, microsoft/azurelinux#14382, "
-                        "containers/toolbox#1687)")),
+         source=_S41 + (" (bulletin a_id 5659, 2025-07-15; security merge d6f61079; pytorch/test-infra#6941, "
+                        "microsoft/azurelinux#14382, containers/toolbox#1687)")),
     _cve(cve="CVE-2025-23267", fixed="1.17.8", confidence="V",
          summary="update-ldcache hook followed links",
-         source=_S41 + " (same issues as CVE-2025-23266 cite 1.17.8)"),
-    _cve(cve="CVE-2026-24260", fixed=None, confidence="U",
-         summary="TOCTOU (reported July 2026); fixed version not verified",
-         source=_S41 + " (antihackingonline.com, third party)"),
+         source=_S41 + " (bulletin a_id 5659; the same issues as CVE-2025-23266 cite 1.17.8)"),
+    _cve(cve="CVE-2026-24260", fixed="1.19.1", confidence="V",
+         summary="TOCTOU race (CWE-367), CVSS 8.5 high, in all versions up to and including 1.19.0; the fix "
+                 "resolves paths with filepath-securejoin in the cudacompat and create-symlinks hooks",
+         source="NVIDIA security bulletin a_id 5850 'Container Toolkit - June 2026', 2026-06-30 "
+                "(https://nvidia.custhelp.com/app/answers/detail/a_id/5850; "
+                "NVIDIA/product-security 2026/5850/5850.md); "
+                "fix commits e62aacfd, 4c324ff0, tag v1.19.1 2026-05-21"),
 ]
 
 
@@ -216,7 +225,7 @@ def check_versions(installed, floor=FLOOR):
                                      packages=pkgs, version=version, cves=[c["cve"] for c in cves]))
         elif compare_versions(version, PREFERRED) < 0:
             findings.append(_finding("below_preferred", "info", "%s at %s meets the floor %s; %s or later is "
-                                     "preferred (%s item 1)" % (", ".join(pkgs), version, floor, PREFERRED, _S42),
+                                     "preferred (%s)" % (", ".join(pkgs), version, floor, PREFERRED, PREFERRED_SOURCE),
                                      packages=pkgs, version=version))
     for c in CVES:
         if not c["fixed"]:
