@@ -22,7 +22,7 @@ options:
   floor:
     description:
       - Lowest acceptable toolkit version (Debian version syntax). Default, the project's policy floor
-        C(gpufleet.host.cuda.ctk.FLOOR) (1.17.8, see C(shared/reference/security-reliability.md) section 4).
+        C(gpufleet.host.cuda.ctk.FLOOR) (1.19.1: CVE-2026-24260, NVIDIA bulletin 5850, is fixed in 1.19.1 only).
     type: str
   warn:
     description:
@@ -67,10 +67,10 @@ ansible_facts:
           description: Each of the four packages with its installed version, or null.
           type: dict
           sample:
-            nvidia-container-toolkit: "1.17.8-1"
-            nvidia-container-toolkit-base: "1.17.8-1"
-            libnvidia-container-tools: "1.17.8-1"
-            libnvidia-container1: "1.17.3-1"
+            nvidia-container-toolkit: "1.20.0-1"
+            nvidia-container-toolkit-base: "1.20.0-1"
+            libnvidia-container-tools: "1.20.0-1"
+            libnvidia-container1: "1.19.0-1"
         not_configured:
           description: Packages dpkg knows in another state (unpacked, half-configured, config-files), with that state.
           type: dict
@@ -78,11 +78,11 @@ ansible_facts:
         version:
           description: The one version all installed packages share, or null when none is installed or they differ.
           type: str
-          sample: "1.17.8-1"
+          sample: "1.20.0-1"
         floor:
           description: The floor checked against.
           type: str
-          sample: "1.17.8"
+          sample: "1.19.1"
         findings:
           description: >-
             From gpufleet.host.cuda.ctk.check_versions - code (not_installed, missing_package, unparseable_version,
@@ -111,6 +111,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpufleet.host.cuda import ctk
+from ansible.module_utils.gpufleet.host.system import hostctx
 
 _FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 
@@ -169,8 +170,8 @@ def main():
         module.fail_json(msg="floor: %s" % exc)
     dpkg_query = module.get_bin_path("dpkg-query", required=True)
     # rc 1 only means some of the packages are unknown to dpkg; they are then simply not listed.
-    rc, out, err = module.run_command([dpkg_query, "-W", "-f", _FORMAT] + list(ctk.PACKAGES),
-                                      environ_update={"LC_ALL": "C"})
+    rc, out, err = hostctx.command_runner(module.get_bin_path)([dpkg_query, "-W", "-f", _FORMAT] + list(ctk.PACKAGES))
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if rc not in (0, 1):
         module.fail_json(msg="dpkg-query failed (rc=%s): %s" % (rc, err.strip()), rc=rc, stderr=err)
     installed, not_configured = parse_dpkg_query(out)

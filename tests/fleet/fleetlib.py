@@ -280,8 +280,18 @@ def sha(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_ctk_debs(workdir, version="1.17.8-1"):
-    """The four local stand-in toolkit packages (tests/debs/build-ctk-debs); returns their paths."""
+def ctk_default_version():
+    """The toolkit version the role installs by default (roles/nvidia_container_toolkit/defaults/main.yml)."""
+    import yaml
+
+    defaults = ROOT / "roles" / "nvidia_container_toolkit" / "defaults" / "main.yml"
+    return yaml.safe_load(defaults.read_text())["nvidia_container_toolkit_version"]
+
+
+def build_ctk_debs(workdir, version=None):
+    """The four local stand-in toolkit packages (tests/debs/build-ctk-debs) at ``version`` (default: the role's);
+    returns their paths."""
+    version = version or ctk_default_version()
     out = Path(workdir) / "ctk-debs" / version
     if not out.exists():
         sh(ROOT / "tests" / "debs" / "build-ctk-debs", out, version)
@@ -335,6 +345,10 @@ def role_vars(workdir, torch=False, ctk=True):
         "cuda_links_driver_cuda_version": "12.4",
         "gpufleet_torch_enabled": torch,
         "nvidia_container_toolkit_force": ctk,
+        # The stand-in packages' nvidia-ctk does nothing: no CDI spec to generate, no container to start. The role's
+        # CDI, check and rollback are molecule/nvidia_container_toolkit's (its own stand-ins act them out).
+        "nvidia_container_toolkit_cdi_enabled": False,
+        "nvidia_container_toolkit_verify_enabled": False,
         "torch_version": "2.13.0",
         "torch_cuda_variant": "cpu",
         "torch_extra_packages": [],

@@ -92,7 +92,7 @@ def test_security_audit_findings_and_fixes():
     codes = {f["code"]: f for f in a["findings"]}
     assert set(codes) == {"ctk_below_floor", "jupyter_server_advisories",
                           "torch_extra_index", "jupyter_public_plain", "password_ssh"}
-    assert "1.17.4-1 < 1.17.8" in codes["ctk_below_floor"]["message"]
+    assert "1.17.4-1 < 1.19.1" in codes["ctk_below_floor"]["message"]
     assert codes["ctk_below_floor"]["fix"].startswith("role nvidia_container_toolkit")
     # Debian 12's 1:9.2p1-2+deb12u10 carries the fix of DSA-5724-1 (1:9.2p1-2+deb12u3): no finding
     # (tests/unit/test_audit_floors.py has the other releases and the evidence)
@@ -106,7 +106,7 @@ def test_security_audit_findings_and_fixes():
 
 
 def test_security_clean_host():
-    r = readiness(ctk="nvidia-container-toolkit\t1.17.8-1\tii \n", jupyter_server="2.20.0", pip_extra=False,
+    r = readiness(ctk="nvidia-container-toolkit\t1.20.0-1\tii \n", jupyter_server="2.20.0", pip_extra=False,
                   tls="tls")
     r["sshd"]["config"]["passwordauthentication"] = "no"
     r["sshd"]["version"] = "9.9p1"

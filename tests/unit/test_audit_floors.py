@@ -158,9 +158,10 @@ def test_ctk_floor_in_dpkg_order():
     def codes(version):
         a = audit.security({"container_toolkit": {"nvidia-container-toolkit": version}})
         return {f["code"] for f in a["findings"]}, a
-    assert "ctk_below_floor" in codes("1.17.8~rc.1-1")[0]  # a pre-release sorts before the release in dpkg
-    assert "ctk_below_floor" in codes("1.17.7-1")[0]
-    assert "ctk_below_floor" not in codes("1.17.8-1")[0] and "ctk_below_floor" not in codes("1.18.0-1")[0]
+    assert "ctk_below_floor" in codes("1.19.1~rc.1-1")[0]  # a pre-release sorts before the release in dpkg
+    assert "ctk_below_floor" in codes("1.19.0-1")[0]  # CVE-2026-24260: every release up to 1.19.0 (bulletin 5850)
+    assert "ctk_below_floor" in codes("1.18.2-1")[0]  # no 1.18.x fix
+    assert "ctk_below_floor" not in codes("1.19.1-1")[0] and "ctk_below_floor" not in codes("1.20.0-1")[0]
     found, a = codes("latest")
     assert "ctk_below_floor" not in found
     assert any("not a Debian version: nvidia-container-toolkit latest" in u for u in a["unknown"])

@@ -32,10 +32,11 @@ REFERENCE = "shared/reference/security-reliability.md"
 # --- security floors (each with its source) -------------------------------------------------------
 # Package versions are compared in dpkg's order (deb_compare). The toolkit comes from NVIDIA's own
 # repository, not a distro that backports, so its floor is one package version for every release.
-CTK_FLOOR = "1.17.8"
+CTK_FLOOR = _ctk.FLOOR  # 1.19.1: the host side's floor (host/cuda/ctk.py, where each CVE has its source)
 CTK_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                 "libnvidia-container1")
-CTK_SOURCE = REFERENCE + " 4.1: CVE-2025-23266 (NVIDIAScape) and CVE-2025-23267 fixed in 1.17.8"
+CTK_SOURCE = ("NVIDIA bulletin 5850 (2026-06-30): CVE-2026-24260 fixed in 1.19.1 only; CVE-2025-23266 "
+              "(NVIDIAScape) and CVE-2025-23267 in 1.17.8 (" + REFERENCE + " 4.1; shared/reference/currency-2026.md)")
 # CVE-2024-6387 (regreSSHion), glibc Linux sshd. Where the distro backports fixes, the floor is the distro's
 # fixed *package* version (dpkg order, ``deb_compare``): {(os-release ID, VERSION_ID): row}. A package below
 # the row's floor whose upstream part is outside SSH_UPSTREAM_AFFECTED is still not affected ("vulnerable
@@ -76,8 +77,8 @@ JUPYTER_UNRELEASED = "GHSA-c3mw-737p-c7g2 (token leak via Referer) is fixed in n
 JUPYTER_PROXY_FIXED = (("3.2.3", "4.0.0"), ("4.1.1", None))  # CVE-2024-28179: fixed 3.2.3 and 4.1.1
 
 FIX = {
-    "ctk": "role nvidia_container_toolkit: nvidia_container_toolkit_version >= 1.17.8-1 "
-           "(default) with nvidia_container_toolkit_enforce_floor: true",
+    "ctk": "role nvidia_container_toolkit: nvidia_container_toolkit_version >= %s-1 (the default is 1.20.0-1) "
+           "with nvidia_container_toolkit_enforce_floor: true" % _ctk.FLOOR,
     "openssh": "not upgraded by gpufleet: apt-get install --only-upgrade openssh-server from the distro's "
                "security archive (interim: LoginGraceTime 0 through role ssh_hardening)",
     "jupyter_server": "role jupyter: its pinned jupyter_server (>= 2.20.0) replaces the image's",
