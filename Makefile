@@ -32,7 +32,7 @@ DEMO_PROVIDER ?=
 DEMO_PROVIDER_KEY := gpufleet-demo-provider-key
 DEMO_INVENTORY := $(if $(DEMO_PROVIDER),inventories/demo-$(DEMO_PROVIDER)/$(DEMO_PROVIDER).yml,inventories/demo)
 
-.PHONY: help bootstrap test-tools test-setup wheels images wheelhouse wheelhouse-torch-cuda lint unit syntax collection molecule fleet-tests e2e test quick \
+.PHONY: help bootstrap test-tools test-setup wheels images wheelhouse wheelhouse-torch-cuda next-ansible lint unit syntax collection molecule fleet-tests e2e test quick \
         demo demo-down clean $(addprefix molecule-,$(ALL_SCENARIOS)) $(ALL_LANES)
 
 help:
@@ -51,6 +51,11 @@ bootstrap:
 # PREPARED=1 (set by make test and make molecule for their lanes): images and wheels are already there.
 images: bootstrap
 	@$(if $(PREPARED),:,scripts/test-images 11 12 13 20.04 22.04 24.04 24.04-systemd)
+
+# The newest ansible-core line (requirements-next.txt, Python >= 3.12) beside the pinned one: make e2e runs check.yml
+# under both (tests/e2e/test_check.py).
+next-ansible:
+	@$(if $(PREPARED),:,scripts/bootstrap-next)
 
 wheelhouse: bootstrap
 	@$(if $(PREPARED),:,scripts/wheelhouse)
@@ -126,13 +131,13 @@ fleet-tests: images wheelhouse
 
 # End to end: make demo, then what a renter must find on each demo host (tests/e2e), a second
 # site.yml with changed=0 included. The demo fleet is left up for a look (make demo-down).
-e2e: demo
+e2e: demo next-ansible
 	GPUFLEET_STRICT=1 $(BIN)/pytest -q --durations=10 tests/e2e
 
 # Set-up of make test: the images and the wheelhouses side by side (each waits mostly on its mirror; the wheelhouses
 # one after the other, as both write .wheelhouse).
 test-setup: test-tools
-	@$(MAKE) --no-print-directory -j2 images wheels
+	@$(MAKE) --no-print-directory -j2 images wheels next-ansible
 wheels: wheelhouse
 	@$(MAKE) --no-print-directory wheelhouse-torch-cuda
 

@@ -22,7 +22,7 @@ options:
   floor:
     description:
       - Lowest acceptable toolkit version (Debian version syntax). Default, the project's policy floor
-        C(gpufleet.host.cuda.ctk.FLOOR) (1.19.1: CVE-2026-24260, NVIDIA bulletin 5850, is fixed in 1.19.1 only).
+        C(gpufleet.host.cuda.ctk.FLOOR) (1.19.1; CVE-2026-24260, NVIDIA bulletin 5850, is fixed in 1.19.1 only).
     type: str
   warn:
     description:

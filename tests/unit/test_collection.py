@@ -135,7 +135,9 @@ def test_galaxy_metadata():
     assert all(re.fullmatch(r".+ \(@[\w-]+\)", a) for a in galaxy["authors"])
     runtime = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
     pinned = re.search(r"^ansible-core==(\d+)\.(\d+)\.", (ROOT / "requirements.txt").read_text(), re.M).groups()
-    assert runtime["requires_ansible"] == ">=%s.%s.0" % pinned
+    newest = re.search(r"^ansible-core==(\d+)\.(\d+)\.", (ROOT / "requirements-next.txt").read_text(), re.M).groups()
+    # what was tested: from the pinned line to the newest one (requirements-next.txt, tests/e2e/test_check.py)
+    assert runtime["requires_ansible"] == ">=%s.%s.0,<%s.%d" % (pinned + (newest[0], int(newest[1]) + 1))
 
 
 def test_every_plugin_documents_itself_by_fqcn(installed):

@@ -34,7 +34,6 @@ what_to_do = _judge.what_to_do
 history_overview = _history.overview
 
 
-
 def in_container(result, facts):
     """True/False when the GPU facts' host context (else the doctor's evidence) says whether this is a container."""
     ctx = _d(facts.get("host"))
