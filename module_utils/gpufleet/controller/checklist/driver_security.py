@@ -18,7 +18,7 @@ playbooks/check.yml prints under the host's verdict (judgement.driver_note). Pla
 import re
 
 from . import driver_bulletins as table
-from .item import _d, _item, _unknown, is_cpu_host
+from .item import _d, _item, _unknown, in_container, is_cpu_host
 
 KEY = "driver_security"
 LABEL = "driver security"
@@ -98,11 +98,8 @@ def driver_version_of(result):
 
 def where_of(result):
     """"container", "vm", "bare metal" or None (not known): who administers the driver follows from it."""
-    result = _d(result)
-    host = _d(_d(result.get("gpu")).get("host"))
-    container = host.get("container")
-    if container is None:
-        container = _d(_d(result.get("doctor")).get("evidence")).get("in_container")
+    container = in_container(result)
+    host = _d(_d(_d(result).get("gpu")).get("host"))
     if container is True:
         return "container"
     if container is False and host:

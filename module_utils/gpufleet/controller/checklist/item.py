@@ -54,6 +54,18 @@ def is_cpu_host(result):
     return expected_gpu_count(result) == 0
 
 
+def in_container(result):
+    """True/False when the GPU facts' host context (else the doctor's evidence) says whether the host is a container;
+    None when neither says. The one reading of it: the judgement (door.judge_host: who resets a GPU) and the checklist
+    (driver_security: whose driver it is) both ask here."""
+    result = _d(result)
+    ctx = _d(_d(result.get("gpu")).get("host"))
+    if isinstance(ctx.get("container"), bool):
+        return ctx["container"]
+    found = _d(_d(result.get("doctor")).get("evidence")).get("in_container")
+    return found if isinstance(found, bool) else None
+
+
 def _worst(statuses):
     statuses = list(statuses)
     return max(statuses, key=lambda s: _WORST[s]) if statuses else "unknown"

@@ -34,15 +34,6 @@ what_to_do = _judge.what_to_do
 history_overview = _history.overview
 
 
-def in_container(result, facts):
-    """True/False when the GPU facts' host context (else the doctor's evidence) says whether this is a container."""
-    ctx = _d(facts.get("host"))
-    if isinstance(ctx.get("container"), bool):
-        return ctx["container"]
-    found = _d(_d(result.get("doctor")).get("evidence")).get("in_container")
-    return found if isinstance(found, bool) else None
-
-
 def _decision(findings, result):
     got = _judge.decide(findings, listing_failed=result.get("provider_readiness") == "failed")
     return {"status": got["status"], "action": got["action"], "verdict": got["verdict"],
@@ -79,7 +70,7 @@ def judge_host(result, row, error=None):
     health_status, out["health"] = _findings.expected_count(health_status, health, facts, row["gpu_count"],
                                                             expected, cpu_host)
     found += _findings.gpu_facts(facts, health_status, out["health"], row["gpu_count"], failed, cpu_host)
-    found += _findings.health(out["health"], in_container(result, facts))
+    found += _findings.health(out["health"], _checkitem.in_container(result))
     found += _findings.gate(row["gpus"], row["gate_other"])
     check = result.get("check")
     if isinstance(check, dict):
