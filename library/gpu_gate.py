@@ -212,7 +212,7 @@ torch_text:
   type: str
 torch_error_code:
   description: The doctor's text code for C(torch_text)
-    (C(module_utils/gpufleet/host/doctor/diagnose.py) explain_torch_error).
+    (C(module_utils/gpufleet/host/doctor/texts.py) explain_torch_error).
   returned: when CUDA is unusable
   type: str
 """
@@ -225,7 +225,7 @@ import traceback
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpufleet.host.doctor import diagnose as doctor
+from ansible.module_utils.gpufleet.host.doctor import texts as doctor_texts
 from ansible.module_utils.gpufleet.host.gate import bench as gate_bench
 from ansible.module_utils.gpufleet.host.gate import rules as gate
 from ansible.module_utils.gpufleet.host.gpu import specs
@@ -279,7 +279,7 @@ def main():
     except gate.GateInputError as exc:
         module.fail_json(msg="gpu_gate: invalid input: %s" % exc)
     except gate_bench.CudaUnavailable as exc:
-        code, line = doctor.explain_torch_error(exc.text)
+        code, line = doctor_texts.explain_torch_error(exc.text)
         detail = ("doctor code %s: %s" % (code, line)) if code else (
             "torch says: %s" % (exc.text.strip().splitlines() or ["nothing (no GPU visible)"])[-1][:500])
         module.fail_json(msg="gpu_gate: no usable GPU: %s (%s). The gpu_doctor module names the cause and the "

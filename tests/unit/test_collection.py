@@ -151,6 +151,24 @@ def test_every_plugin_documents_itself_by_fqcn(installed):
         assert sorted(docs) == sorted(names)
 
 
+def test_module_utils_data_files_ship_and_are_read_from_the_installed_collection(installed):
+    """module_utils files that are not Python (the report's templates, the driver bulletins table) are in the installed
+    collection as they are in the checkout, and the table's reader finds its JSON beside it there."""
+    utils = installed / "ansible_collections" / "gpufleet" / "fleet" / "plugins" / "module_utils"
+    data = [f for f in (ROOT / "module_utils" / "gpufleet").rglob("*")
+            if f.is_file() and f.suffix not in (".py", ".pyc") and "__pycache__" not in f.parts]
+    assert any(f.name == "driver_bulletins.json" for f in data), data
+    for src in data:
+        rel = src.relative_to(ROOT / "module_utils")
+        assert (utils / rel).read_bytes() == src.read_bytes(), rel
+    code = ("import sys; from ansible_collections.gpufleet.fleet.plugins.module_utils.gpufleet.controller.checklist "
+            "import driver_bulletins as t; print(t.DATA, t.NEWEST_BULLETIN, sorted(t.BRANCHES)[-1])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=installed, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path, newest, branch = proc.stdout.split()
+    assert Path(path).resolve().is_relative_to(installed.resolve()) and newest and branch.startswith("R")
+
+
 def test_playbooks_resolve_by_fqcn(installed, tmp_path):
     for name in ("site", "facts", "provision", "remediate", "gate", "report", "return"):
         argv = [_tool("ansible-playbook"), "-i", "localhost,", "--syntax-check", "gpufleet.fleet." + name]

@@ -4,6 +4,7 @@ import copy
 import pathlib
 
 import pytest
+from gpufleet.controller import doctor_page
 from gpufleet.host.doctor import diagnose as doctor
 from gpufleet.host.doctor import rules as doctor_rules
 from gpufleet.host.doctor import texts as doctor_texts
@@ -350,7 +351,6 @@ def test_rules_are_well_formed():
     assert len({r["code"] for r in doctor_rules.RULES}) == len(doctor_rules.RULES)
 
 
-
 def test_a_new_rule_is_its_row():
     """Issue 38: a new doctor rule is one row appended to doctor_rules.RULES (its matcher with it); no other edit.
     The doctor reports its finding with the row's severity, remedy class, meaning and remedy, the reference page
@@ -370,7 +370,7 @@ def test_a_new_rule_is_its_row():
     doctor_rules.RULES.append(row)
     try:
         r = doctor.diagnose(ev)
-        page = doctor.render_rules_markdown()
+        page = doctor_page.render_rules_markdown()
         quiet = doctor.diagnose(healthy())
     finally:
         doctor_rules.RULES.remove(row)
@@ -497,7 +497,7 @@ def test_diagnose_does_not_mutate_evidence():
 
 # ----------------------------------------------------------------------------- reference page
 def test_render_rules_markdown_lists_every_code():
-    md = doctor.render_rules_markdown()
+    md = doctor_page.render_rules_markdown()
     for r in doctor_rules.RULES:
         assert "`%s`" % r["code"] in md
     for code, _p, _s in doctor_texts.TORCH_ERROR_PATTERNS:
@@ -507,11 +507,11 @@ def test_render_rules_markdown_lists_every_code():
 
 def test_docs_page_is_generated_from_the_rules():
     # Regenerate with: .venv/bin/python -c "import sys; sys.path.insert(0, 'module_utils');
-    #   from gpufleet.host.doctor import diagnose as doctor; open('docs/doctor-rules.md',
-    #   'w').write(doctor.render_rules_markdown())"
+    #   from gpufleet.controller import doctor_page; open('docs/doctor-rules.md',
+    #   'w').write(doctor_page.render_rules_markdown())"
     from pathlib import Path
     page = Path(__file__).resolve().parents[2] / "docs" / "doctor-rules.md"
-    assert page.read_text() == doctor.render_rules_markdown()
+    assert page.read_text() == doctor_page.render_rules_markdown()
 
 
 # ----------------------------------------------------------------------------- GPU count when NVML fails

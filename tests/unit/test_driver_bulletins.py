@@ -2,7 +2,8 @@
 
 tests/fixtures/driver-bulletins/ holds the bulletins 5614 to 5861 as CSAF 2.0 files in the repository's YEAR/ID/ID.json
 layout (trimmed copies of NVIDIA/product-security's files, 5861 written in their shape; PROVENANCE.md there) and one
-bulletin of another product (5659, the container toolkit). The committed table is what the script makes of them.
+bulletin of another product (5659, the container toolkit). The committed table, driver_bulletins.json, is what the
+script makes of them; driver_bulletins.py reads it and derives the rest (the branch rows, each bulletin's URL).
 """
 
 import contextlib
@@ -20,7 +21,7 @@ from gpufleet.controller.checklist import driver_bulletins as table
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "driver-bulletins"
 CSAF = ROOT / "tests" / "fixtures" / "driver-bulletins"
-TABLE = ROOT / "module_utils" / "gpufleet" / "controller" / "checklist" / "driver_bulletins.py"
+TABLE = ROOT / "module_utils" / "gpufleet" / "controller" / "checklist" / "driver_bulletins.json"
 
 
 def run(*args):
@@ -41,7 +42,7 @@ def test_the_committed_table_is_what_the_script_makes_of_the_bulletins():
 
 
 def test_check_says_when_the_table_differs_from_the_sources(tmp_path):
-    edited = tmp_path / "driver_bulletins.py"
+    edited = tmp_path / "driver_bulletins.json"
     edited.write_text(TABLE.read_text(encoding="utf-8").replace("580.178.04", "580.178.05"), encoding="utf-8")
     out = run(CSAF, "--check", edited)
     assert out.returncode == 1 and "differs from the sources; rerun with --write" in out.stderr
@@ -54,16 +55,34 @@ def test_check_says_when_the_table_differs_from_the_sources(tmp_path):
     assert run(older, "--check", TABLE).returncode == 1
 
 
-def test_write_writes_a_module_that_imports(tmp_path):
-    out = tmp_path / "table.py"
+def test_write_writes_a_table_the_reader_reads(tmp_path):
+    out = tmp_path / "table.json"
     done = run(CSAF / "2025", "--write", out)  # 2025's bulletins alone: as of 5703 (October 2025)
     assert done.returncode == 0 and "wrote %s (4 bulletins, as of 2025-10-09)" % out in done.stderr
-    ns = {}
-    exec(compile(out.read_text(encoding="utf-8"), str(out), "exec"), ns)  # noqa: S102 - the script's own output
-    assert ns["AS_OF"] == "2025-10-09" and ns["NEWEST_BULLETIN"] == "5703" and ns["GENERATED"] is True
-    assert ns["BRANCHES"]["R580"] == {"fixed": "580.95.05", "bulletin": "5703", "date": "2025-10-09",
-                                      "security_fixes": True}
-    assert ns["BRANCHES"]["R550"]["security_fixes"] is False  # not in 5703 either
+    text = out.read_text(encoding="utf-8")
+    assert text.endswith("}\n") and list(json.loads(text)) == ["generated_by", "source", "as_of", "bulletins"]
+    got = table.table(json.loads(text))
+    assert got["AS_OF"] == "2025-10-09" and got["NEWEST_BULLETIN"] == "5703"
+    assert got["BRANCHES"]["R580"] == {"fixed": "580.95.05", "bulletin": "5703", "date": "2025-10-09",
+                                       "security_fixes": True}
+    assert got["BRANCHES"]["R550"]["security_fixes"] is False  # not in 5703 either
+    assert run(CSAF / "2025", "--write", out).returncode == 0 and out.read_text(encoding="utf-8") == text
+
+
+def test_write_needs_no_table_to_write_one(tmp_path):
+    """The reader reads its JSON on first use only: the script imports it and writes a missing table."""
+    utils = tmp_path / "module_utils"
+    for rel in ("gpufleet/__init__.py", "gpufleet/controller/__init__.py", "gpufleet/controller/checklist/__init__.py",
+                "gpufleet/controller/checklist/driver_bulletins.py"):
+        (utils / rel).parent.mkdir(parents=True, exist_ok=True)
+        (utils / rel).write_bytes((ROOT / "module_utils" / rel).read_bytes())
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / SCRIPT.name).write_bytes(SCRIPT.read_bytes())
+    missing = utils / "gpufleet" / "controller" / "checklist" / "driver_bulletins.json"
+    done = subprocess.run([sys.executable, str(tmp_path / "scripts" / SCRIPT.name), str(CSAF), "--write", str(missing)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert missing.read_text(encoding="utf-8") == TABLE.read_text(encoding="utf-8")
 
 
 def test_every_bulletin_row_is_read_from_its_file():
@@ -82,6 +101,7 @@ def test_every_bulletin_row_is_read_from_its_file():
     ]
     assert table.BULLETINS[-1]["url"] == "https://github.com/NVIDIA/product-security/blob/main/2026/5861/5861.json"
     assert table.AS_OF == "2026-09-30" and "github.com/NVIDIA/product-security" in table.SOURCE
+    assert "url" not in json.loads(TABLE.read_text(encoding="utf-8"))["bulletins"][-1]  # derived, not stored
 
 
 def _csaf(bid, date, tree, vulnerabilities):
@@ -113,22 +133,24 @@ def test_a_bulletin_row_takes_tesla_the_highest_fix_over_its_cves_and_nothing_el
     row = script.bulletin("2026/9001/9001.json", _csaf("9001", "2026-11-02", tree, vulns))
     # Tesla over GeForce, the highest over the CVEs; no Tesla row: the highest other row; vendor_fix remediations
     assert row["fixed"] == {"R570": "570.60.01", "R580": "580.100.01", "R610": "610.10.01"}
-    assert row["date"] == "2026-11-02" and row["url"].endswith("/2026/9001/9001.json")
+    assert row["date"] == "2026-11-02" and "year" not in row and table.url(row).endswith("/2026/9001/9001.json")
+    late = script.bulletin("2026/9003/9003.json", _csaf("9003", "2027-01-02", tree, vulns))  # filed under 2026
+    assert late["year"] == "2026" and table.url(late).endswith("/2026/9003/9003.json")
     assert script.bulletin("x.json", _csaf("9002", "2026-11-03", tree[3:5], vulns)) is None  # no Linux(R...) row
     with pytest.raises(script.SourceError, match="not a CSAF document"):
         script.bulletin("bad.json", json.dumps({"document": {}}))
 
 
-def test_a_branch_the_newest_bulletin_leaves_out_gets_no_fixes_any_more(script):
+def test_a_branch_the_newest_bulletin_leaves_out_gets_no_fixes_any_more():
     rows = [{"id": "1", "date": "2025-01-01", "fixed": {"R535": "535.1.01", "R550": "550.5.01"}},
             {"id": "3", "date": "2025-06-01", "fixed": {"R535": "535.9.02", "R580": "580.3.01"}},
             {"id": "2", "date": "2025-03-01", "fixed": {"R535": "535.10.01", "R550": "550.7.01"}}]
-    assert script.branches(rows) == {
+    assert table.branches(rows) == {
         "R535": {"fixed": "535.10.01", "bulletin": "2", "date": "2025-03-01", "security_fixes": True},
         "R550": {"fixed": "550.7.01", "bulletin": "2", "date": "2025-03-01", "security_fixes": False},
         "R580": {"fixed": "580.3.01", "bulletin": "3", "date": "2025-06-01", "security_fixes": True},
     }
-    assert script.version_key("535.10.01") > script.version_key("535.9.02")  # numbers, not text
+    assert table.version_key("535.10.01") > table.version_key("535.9.02")  # numbers, not text
 
 
 def test_sources_that_cannot_be_used_exit_2(tmp_path):

@@ -4,6 +4,7 @@ framings it is read in (dmesg, journalctl -k, rsyslog's kern.log/syslog lines)."
 from pathlib import Path
 
 import pytest
+from gpufleet.controller import doctor_page
 from gpufleet.host.system import kmsg
 
 from tests.unit.doubles import fixture_bytes
@@ -224,10 +225,10 @@ def test_doctor_sees_xid_79_from_the_probe_message_alone():
     from gpufleet.host.doctor import match_cuda as doctor_match_cuda
     x = parse(data("gpud-pr1209_b200_journalctl-k_probe-fallen.log"))
     assert doctor_match_cuda.m_xid_79({"xid_counts": {int(k): n for k, n in x["counts"].items()},
-                                  "xid_events": x["events"]})
+                                       "xid_events": x["events"]})
 
 
 def test_docs_section_lists_every_row():
-    md = kmsg.kernel_log_patterns_markdown()
+    md = doctor_page.kernel_log_patterns_markdown()
     for row in ROWS:
         assert "`%s`" % row["form"] in md and row["source"].split(" ")[0] in md

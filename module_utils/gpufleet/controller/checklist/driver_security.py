@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Checklist item "driver security": the host's NVIDIA driver against NVIDIA's security bulletins.
 
-The table is data, generated from NVIDIA PSIRT's CSAF files by scripts/driver-bulletins (driver_bulletins.py: per
-branch the newest fixed version, its bulletin and date, and whether the branch still gets security fixes).
+The table is data, generated from NVIDIA PSIRT's CSAF files by scripts/driver-bulletins (driver_bulletins.json; its
+reader driver_bulletins.py gives per branch the newest fixed version, its bulletin and date, and whether the branch
+still gets security fixes).
 ``assess(version)`` looks a driver version up in it; ``driver_security_item(result)`` is the checklist item of one
 per-host result. Versions are compared by their numeric parts (580.95.05 < 580.178.04).
 
@@ -15,24 +16,16 @@ is the host's, the provider's, so it is "warn". A branch the table does not have
 playbooks/check.yml prints under the host's verdict (judgement.driver_note). Plain Python >= 3.8, stdlib only.
 """
 
-import re
-
 from . import driver_bulletins as table
+from .driver_bulletins import version_key
 from .item import _d, _item, _unknown, in_container, is_cpu_host
 
 KEY = "driver_security"
 LABEL = "driver security"
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
 FIX_HERE = "fix here"
 PROVIDER = "ask the provider"
-
-
-def version_key(version):
-    """(580, 95, 5) for "580.95.05": the numeric parts, compared as numbers; None when it is not a driver version."""
-    m = _VERSION.match(version) if isinstance(version, str) else None
-    return tuple(int(p) for p in m.groups() if p is not None) if m else None
 
 
 def branch_of(version):

@@ -21,12 +21,6 @@ from .toolkit import CUDA_LINK, CudaTkError, choose_target
 
 SCHEMA = 1
 
-PROBLEM_CODES = (
-    "cuda_link_wrong_target", "cuda_link_missing", "cuda_link_dangling", "cuda_link_not_a_link",
-    "ld_library_path_shadowing", "ldconfig_cuda_entries_multiple", "libcudart_unresolved",
-    "pinned_not_installed",
-)
-
 
 def _problem(code, message, severity="warning", **details):
     p = {"code": code, "severity": severity, "message": message}

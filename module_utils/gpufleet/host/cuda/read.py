@@ -1,13 +1,11 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Reading a host's CUDA layout: ``HostFS``, a read-only view of the host's files under a root, the parsers of
-the text formats (version.json, nvcc, ldconfig, dpkg alternatives, shell LD_LIBRARY_PATH lines) and ``_run``,
-which calls the injected ``run(argv) -> (rc, out, err)`` without letting a broken runner raise.
-
-Plain functions over plain data, behind the ``cuda_toolkits`` facts module. Host files are read
-through a ``HostFS`` (``root`` is a path prefix, so tests point it at a temporary tree that holds
-real files and real symlinks); commands run only through an injected ``run(argv) -> (rc, out, err)``.
+"""Reading a host's CUDA layout: ``HostFS``, a read-only view of the host's files under a root (a path prefix, so
+tests point it at a temporary tree of real files and symlinks), the parsers of the text formats (version.json, nvcc,
+ldconfig, dpkg alternatives, shell LD_LIBRARY_PATH lines) and ``_run``, which calls the injected ``run(argv) -> (rc,
+out, err)`` (the only way commands run) without letting a broken runner raise. Plain functions over plain data,
+behind the ``cuda_toolkits`` facts module.
 """
 
 import json

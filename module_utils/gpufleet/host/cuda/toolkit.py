@@ -3,17 +3,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """CUDA toolkit layout on one host: where toolkits and the loader's settings live (the well-known paths), and the
 choice of the toolkit /usr/local/cuda should point at (``choose_target``, also called by the doctor's decision).
-Finding the toolkits is ``cudafind``'s, probing links and the loader ``cudalinks``', the whole report ``cudalayout``'s.
+Finding the toolkits is ``find``'s, probing links and the loader ``links``', the whole report ``layout``'s.
 
 Sources (../../../shared/reference/cuda-failures-and-compat.md):
-  * section 2.3: a global LD_LIBRARY_PATH holding a system CUDA lib dir puts the toolkit's
-    libcudart/libnvJitLink ahead of pip's nvidia-* libraries ("undefined symbol:
-    __nvJitLinkAddData_12_1", pytorch #111469, #134929, #131312, #152783); /usr/local/cuda pointing
-    at the wrong toolkit (rusty1s/pytorch_scatter #86); validate before mutating and check the
-    system loader (``ldconfig -p``), vast-ai/base-image.
-  * section 3.2: backward compatibility (rule 1: a newer driver runs older CUDA) and minor-version
-    compatibility (rule 2: CUDA 11+, an application built with any X.y toolkit runs on a driver of
-    the same major "with limited feature-set"; PTX JIT of newer code fails on the older driver).
+  * section 2.3: a global LD_LIBRARY_PATH holding a system CUDA lib dir puts the toolkit's libcudart/libnvJitLink
+    ahead of pip's nvidia-* libraries ("undefined symbol: __nvJitLinkAddData_12_1", pytorch #111469, #134929,
+    #131312, #152783); /usr/local/cuda pointing at the wrong toolkit (rusty1s/pytorch_scatter #86); validate before
+    mutating and check the system loader (``ldconfig -p``), vast-ai/base-image.
+  * section 3.2: backward compatibility (rule 1: a newer driver runs older CUDA) and minor-version compatibility
+    (rule 2, CUDA 11+: a driver runs an X.y build of its own major "with limited feature-set", see ``choose_target``).
 """
 
 CUDA_LINK = "/usr/local/cuda"
@@ -75,14 +73,14 @@ def _prefer(tk):
 def choose_target(toolkits, pinned=None, driver_cuda=None):
     """The toolkit /usr/local/cuda should point at, with the reasons.
 
-    Candidates are local (/usr/local/cuda-X.Y) and Debian (/usr/lib/cuda) toolkits with a known
-    major.minor; pip runtimes and Debian's bare libcudart packages are not toolkits. Order (reference section 3.2):
+    Candidates are local (/usr/local/cuda-X.Y) and Debian (/usr/lib/cuda) toolkits with a known major.minor; pip
+    runtimes and Debian's bare libcudart packages are not toolkits. Order (reference section 3.2):
       1. ``pinned`` X.Y if installed; raises CudaTkError('pinned_not_installed') if not;
       2. the highest toolkit with major.minor <= the driver's CUDA version (rule 1, backward compat);
-      3. the highest toolkit of the driver's major (rule 2, minor-version compatibility, CUDA 11+:
-         runs "with limited feature-set"; PTX JIT of newer code fails on the older driver);
-      4. the highest toolkit (no driver version given, or none compatible: a newer major needs
-         forward compatibility, rule 3, data-centre GPUs only).
+      3. the highest toolkit of the driver's major (rule 2, minor-version compatibility, CUDA 11+: runs "with
+         limited feature-set"; PTX JIT of newer code fails on the older driver);
+      4. the highest toolkit (no driver version given, or none compatible: a newer major needs forward
+         compatibility, rule 3, data-centre GPUs only).
     Returns {root, version, major_minor, kind, rule, reasons} or None when there is no candidate.
     """
     # Debian's libcudartNN without nvidia-cuda-toolkit has no /usr/lib/cuda: a runtime, not a link target

@@ -1,76 +1,67 @@
 """The doctor: why is ``torch.cuda.is_available()`` False (or True but unusable)?
 
-Pure part only: evidence in (a plain dict), findings out. Gathering the evidence on a host is
-the module's job; every probe it runs must be cheap and free of side effects. The rules are data
-in ``doctor_rules.RULES``.
+Pure part only: evidence in (a plain dict), findings out. Gathering the evidence on a host is the module's job; every
+probe it runs must be cheap and free of side effects. The rules are data in ``rules.RULES``.
 
-Evidence schema (every key optional; a missing key or None means "not gathered", which is
-never read as "absent"):
+Evidence schema (every key optional; a missing key or None means "not gathered", which is never read as "absent"):
 
-``device_nodes``         list of paths under /dev starting with ``nvidia`` (``/dev/nvidia0``,
-                         ``/dev/nvidiactl``, ``/dev/nvidia-uvm`` ...); [] = none there.
-``proc_modules``         text of /proc/modules.
-``proc_driver_version``  text of /proc/driver/nvidia/version; "" = file absent.
-``nvml``                 ``{"ok": bool, "error_code": str|None, "error_text": str|None,
-                         "gpu_count": int|None, "driver_version": str|None}`` (nvml.error_code_for).
-``cuinit``               ``{"result": int|None, "libcuda_path": str|None, "stub": bool|None,
-                         "forward_compat": bool|None, "error": str|None}``: cuInit(0) through
-                         libcuda.so.1 (ctypes); result None = libcuda.so.1 could not be loaded.
-``torch``                ``{"importable": bool, "import_error": str|None, "version": "2.5.1+cu121",
-                         "cuda": "12.1"|None, "is_available": bool, "device_count": int,
-                         "arch_list": ["sm_80", ...], "warning": str|None, "error": str|None}``
-                         from a probe run in the target interpreter.
-``gpus``                 list of ``{"index", "name", "compute_capability": "8.6",
-                         "persistence_mode": bool|None, "remapped_rows_failure": bool|None}``.
-``env``                  ``{"CUDA_VISIBLE_DEVICES": str, "LD_LIBRARY_PATH": str}``: a key is
-                         present only when the variable is set.
-``cudatk``               ``cudalayout.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH
-                         and ld.so.conf entries, problems).
-``pci_gpus``             list of PCI addresses of NVIDIA display / 3D controllers under /sys/bus/pci
-                         (class 03xx), or None when /sys/bus/pci could not be read. In a container
-                         it lists the whole machine's GPUs, not the ones given to the container.
-``nvswitch_present``     bool|None.
-``fabric_manager``       "running" | "stopped" | "failed" | "not_installed" | None.
-``kernel_log``           ``kmsg.parse_kernel_log()`` result (Xid events, NVRM messages).
-``expected_gpu_count``   int|None (what was rented).
-``in_container``         bool|None (hostenv's container detection).
-``device_open_errors``   ``{node: errno name}`` of the /dev/nvidiaN and /dev/nvidiactl nodes that would not open
-                         read-only ({} = all opened; EPERM = the cgroup device rules deny them).
-``shm_size_mib``         size of /dev/shm (int) or None.
-``cgroup``               ``{"version": 1|2|None, "cpu_quota": CPUs|None, "cpu_max", "cpu_max_at", "pids_max":
-                         int|None, "pids_max_at", "visible_cpus": int|None}`` (doctor_hostprobe.cgroup_limits); None
-                         for a limit means "max" or no such file.
-``gpu_state``            per GPU from NVML: ``{"index", "name", "minor_number", "memory_total_mib", "mig_mode":
-                         "enabled"|"disabled"|None, "mig_devices": [{"name", "memory_total_mib"}]|None,
-                         "recovery_action": int|None}`` (nvmlGpuRecoveryAction_t; doctor_match_renter.RECOVERY_ACTIONS).
-``gpu_usage``            ``{"interval_s", "samples": [{"gpus": [{"index", "memory_used_mib" (v2, without the
-                         driver's reservation), "memory_reserved_mib", "memory_used_v1_mib", "processes":
-                         [{"pid", "used_memory_mib"}]}], "cuda_processes": [{"pid", "comm", "minors"}]|None}],
-                         "error"}``: two looks seconds apart; ``cuda_processes`` are this PID namespace's programs
-                         holding /dev/nvidia-uvm (None: /proc could not be read).
-``provider_claims``      ``{"provider", "gpu_model", "gpu_memory_mib", "driver_version", "cuda_version"}`` from the
-                         provider's listing (the inventory plugins' host vars); None = nothing claimed.
-``gpu_expected``         bool|None: whether this host is meant to have GPUs (the inventory says so).
-                         None = derive it: a rented GPU count above 0, GPUs seen by NVML, GPU device
-                         nodes, a loaded or installed NVIDIA driver, a CUDA torch build or a torch text
-                         about a missing driver all mean yes; none of them means a CPU host, on which a
-                         CPU torch, no driver and no /dev/nvidia* are normal and not findings.
+- ``device_nodes``: paths under /dev starting with ``nvidia`` (``/dev/nvidia0``, ``/dev/nvidiactl``,
+  ``/dev/nvidia-uvm`` ...); [] = none there.
+- ``proc_modules``: text of /proc/modules.
+- ``proc_driver_version``: text of /proc/driver/nvidia/version; "" = file absent.
+- ``nvml``: ``{"ok": bool, "error_code": str|None, "error_text": str|None, "gpu_count": int|None, "driver_version":
+  str|None}`` (nvml.error_code_for).
+- ``cuinit``: ``{"result": int|None, "libcuda_path": str|None, "stub": bool|None, "forward_compat": bool|None,
+  "error": str|None}``: cuInit(0) through libcuda.so.1 (ctypes); result None = libcuda.so.1 could not be loaded.
+- ``torch``: ``{"importable": bool, "import_error": str|None, "version": "2.5.1+cu121", "cuda": "12.1"|None,
+  "is_available": bool, "device_count": int, "arch_list": ["sm_80", ...], "warning": str|None, "error": str|None}``
+  from a probe run in the target interpreter.
+- ``gpus``: list of ``{"index", "name", "compute_capability": "8.6", "persistence_mode": bool|None,
+  "remapped_rows_failure": bool|None}``.
+- ``env``: ``{"CUDA_VISIBLE_DEVICES": str, "LD_LIBRARY_PATH": str}``: a key is present only when the variable is set.
+- ``cudatk``: ``layout.collect()`` result (toolkits, /usr/local/cuda, LD_LIBRARY_PATH and ld.so.conf entries,
+  problems).
+- ``pci_gpus``: PCI addresses of NVIDIA display / 3D controllers under /sys/bus/pci (class 03xx), or None when
+  /sys/bus/pci could not be read. In a container it lists the whole machine's GPUs, not the container's.
+- ``nvswitch_present``: bool|None.
+- ``fabric_manager``: "running" | "stopped" | "failed" | "not_installed" | None.
+- ``kernel_log``: ``kmsg.parse_kernel_log()`` result (Xid events, NVRM messages).
+- ``expected_gpu_count``: int|None (what was rented).
+- ``in_container``: bool|None (hostenv's container detection).
+- ``device_open_errors``: ``{node: errno name}`` of the /dev/nvidiaN and /dev/nvidiactl nodes that would not open
+  read-only ({} = all opened; EPERM = the cgroup device rules deny them).
+- ``shm_size_mib``: size of /dev/shm (int) or None.
+- ``cgroup``: ``{"version": 1|2|None, "cpu_quota": CPUs|None, "cpu_max", "cpu_max_at", "pids_max": int|None,
+  "pids_max_at", "visible_cpus": int|None}`` (hostprobe.cgroup_limits); None for a limit means "max" or no such file.
+- ``gpu_state``: per GPU from NVML: ``{"index", "name", "minor_number", "memory_total_mib", "mig_mode":
+  "enabled"|"disabled"|None, "mig_devices": [{"name", "memory_total_mib"}]|None, "recovery_action": int|None}``
+  (nvmlGpuRecoveryAction_t; match_renter.RECOVERY_ACTIONS).
+- ``gpu_usage``: ``{"interval_s", "samples": [{"gpus": [{"index", "memory_used_mib" (v2, without the driver's
+  reservation), "memory_reserved_mib", "memory_used_v1_mib", "processes": [{"pid", "used_memory_mib"}]}],
+  "cuda_processes": [{"pid", "comm", "minors"}]|None}], "error"}``: two looks seconds apart; ``cuda_processes`` are
+  this PID namespace's programs holding /dev/nvidia-uvm (None: /proc could not be read).
+- ``provider_claims``: ``{"provider", "gpu_model", "gpu_memory_mib", "driver_version", "cuda_version"}`` from the
+  provider's listing (the inventory plugins' host vars); None = nothing claimed.
+- ``gpu_expected``: bool|None: whether this host is meant to have GPUs (the inventory says so). None = derive it: a
+  rented GPU count above 0, GPUs seen by NVML, GPU device nodes, a loaded or installed NVIDIA driver, a CUDA torch
+  build or a torch text about a missing driver all mean yes; none of them means a CPU host, on which a CPU torch, no
+  driver and no /dev/nvidia* are normal and not findings.
 
-``diagnose(evidence)`` returns ``{"status": "healthy"|"broken"|"degraded"|"unknown",
-"cuda_usable": bool|None, "findings": [...], "unknown": [...], "decision": {...}}`` (``decision``: what the
-fixes act on, see ``decide``); a finding is ``{code,
-severity, remedy_class, evidence, meaning, remedy}``; an unknown entry is ``{"what", "evidence"}``
-with the raw values no rule could classify. Nothing is guessed: evidence that fits no rule stays
-in ``unknown``.
+``diagnose(evidence)`` returns ``{"status": "healthy"|"broken"|"degraded"|"unknown", "cuda_usable": bool|None,
+"findings": [...], "unknown": [...], "decision": {...}}`` (``decision``: what the fixes act on, see ``decide``); a
+finding is ``{code, severity, remedy_class, evidence, meaning, remedy}``; an unknown entry is ``{"what",
+"evidence"}`` with the raw values no rule could classify. Nothing is guessed: evidence that fits no rule stays in
+``unknown``.
 """
 
 import re
 
 from ..cuda import toolkit as cudatk
 from ..gpu.nvml import cuda_version_string as cuda_from_int
+from ..system.textmatch import line_of
 from .match_renter import model_tokens
-from .rules import REMEDY_CLASSES, RULES, TEXT_CODES_NEEDING_CONTEXT
-from .texts import CU_RESULTS, TORCH_ERROR_PATTERNS, found_version
+from .rules import RULES, TEXT_CODES_NEEDING_CONTEXT
+from .texts import CU_RESULTS, TORCH_ERROR_PATTERNS, explain_torch_error, found_version
 
 SCHEMA = 1
 # NVML / nvidia-smi error codes that only say the NVIDIA user space is not installed.
@@ -106,18 +97,6 @@ def classify_torch_error(text):
     return explain_torch_error(text)[0]
 
 
-def explain_torch_error(text):
-    """(code, the line that matched) or (None, None)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    if not text:
-        return None, None
-    for code, pattern, _source in TORCH_ERROR_PATTERNS:
-        if pattern.search(text):
-            return code, _matched_line(text, pattern)
-    return None, None
-
-
 def _cc(text):
     m = re.match(r"^\s*(\d+)\.(\d+)\s*$", str(text or ""))
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -130,16 +109,10 @@ def _torch_texts(torch):
         if not text:
             continue
         for code, pattern, _source in TORCH_ERROR_PATTERNS:
-            if code not in out and pattern.search(text):
-                out[code] = _matched_line(text, pattern)
+            m = None if code in out else pattern.search(text)
+            if m:
+                out[code] = line_of(text, m)
     return out
-
-
-def _matched_line(text, pattern):
-    m = pattern.search(text)
-    start = text.rfind("\n", 0, m.start()) + 1
-    end = text.find("\n", m.end())
-    return text[start:end if end >= 0 else len(text)].strip()[:500]
 
 
 def view(evidence):
@@ -360,26 +333,3 @@ def diagnose(evidence):
         status = "healthy"
     return {"schema": SCHEMA, "status": status, "cuda_usable": cuda_usable, "gpu_expected": v["gpu_expected"],
             "findings": findings, "unknown": unknown, "decision": v["decision"]}
-
-
-def _md(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def render_rules_markdown():
-    """A reference page generated from the rules table and the kernel-log forms (for docs/)."""
-    from ..system.kmsg import kernel_log_patterns_markdown
-    lines = ["# gpufleet doctor: finding codes", "",
-             "Generated from `module_utils/gpufleet/host/doctor/rules.py`; do not edit by hand.", "",
-             "Remedy classes: " + ", ".join("`%s`" % c for c in REMEDY_CLASSES) + ".", "",
-             "| code | severity | remedy class | meaning | remedy | source |",
-             "|---|---|---|---|---|---|"]
-    for r in RULES:
-        remedy_class = r["remedy_class"] + (" (%s)" % getattr(r["remedy_class_of"], "doc", "depends on the host")
-                                            if r["remedy_class_of"] else "")
-        lines.append("| `%s` | %s | %s | %s | %s | %s |" % (
-            r["code"], r["severity"], remedy_class, _md(r["meaning"]), _md(r["remedy"]), _md(r["source"])))
-    lines += ["", "## Recognised torch / CUDA error texts", "", "| text code | source |", "|---|---|"]
-    for code, _pattern, source in TORCH_ERROR_PATTERNS:
-        lines.append("| `%s` | %s |" % (code, _md(source)))
-    return "\n".join(lines) + "\n\n" + kernel_log_patterns_markdown()

@@ -1,14 +1,10 @@
-"""Gathering the doctor's evidence on a host (the schema is in ``doctor.py``).
+"""Gathering the doctor's evidence on a host (the schema is in ``diagnose.py``).
 
-Every probe is cheap, reads only, and never raises: a probe that cannot run leaves its key None
-("not gathered") and says why in ``probe_errors``. Host access goes through a small ``Host``
-object so the logic is tested with recorded data; ``Host`` itself reads the real machine.
-Programs that could hang or crash (libcuda's cuInit, importing torch) run in child processes
-under a timeout.
-
-This file holds ``Host`` and ``gather``; the collectors are in ``doctor_childprobe`` (torch, cuInit),
-``doctor_loginenv`` (the login environment), ``doctor_hostprobe`` (PCI, NVSwitch, fabric manager, cgroup
-limits, device nodes) and ``doctor_nvmlprobe`` (NVML).
+Every probe is cheap, reads only, and never raises: a probe that cannot run leaves its key None ("not gathered") and
+says why in ``probe_errors``. Host access goes through a small ``Host`` object so the logic is tested with recorded
+data; ``Host`` itself reads the real machine. Programs that could hang or crash (libcuda's cuInit, importing torch)
+run in child processes under a timeout. The collectors: ``childprobe`` (torch, cuInit), ``loginenv`` (the login
+environment), ``hostprobe`` (PCI, NVSwitch, fabric manager, cgroup limits, device nodes), ``nvmlprobe`` (NVML).
 """
 
 import errno
@@ -148,7 +144,7 @@ def gather(host, python=None, gpu_facts=None, kernel_log=None, cudatk_facts=None
     driver's user-space libraries create missing nodes themselves (mknod, or nvidia-modprobe); the nodes that
     appeared while probing are listed in ``device_nodes_created_by_probes``. ``renter_nvml``: the
     (gpu_state, gpu_usage) pair of ``nvml_renter_evidence``, taken before any probe started a CUDA program.
-    ``provider_claims``: what the provider's listing says of the host (doctor.py, ``provider_claims``).
+    ``provider_claims``: what the provider's listing says of the host (diagnose.py, ``provider_claims``).
     """
     errors = []
     ev = {"expected_gpu_count": expected_gpu_count, "gpu_expected": gpu_expected}

@@ -1,16 +1,15 @@
 """The doctor's rules, as data: one row per finding code, each with its source.
 
-A row: ``code``, ``severity`` ("critical" = CUDA cannot be used or the hardware needs attention,
-"warning" = works but will bite, "info"), ``remedy_class`` (``fixable`` here, ``reboot``,
-``provider``, ``unknown``), ``blocks_cuda`` (the finding alone explains why CUDA is unusable),
-``meaning`` and ``remedy`` in plain words, ``source`` (reference section or fixture) and
-``match``: a function over the doctor's *view* (the evidence with the raw texts already parsed,
-built by ``doctor.view``) that returns the raw values that matched, or None. ``severity_of``
-(optional) refines the severity from the matched values.
+A row: ``code``, ``severity`` ("critical" = CUDA cannot be used or the hardware needs attention, "warning" = works
+but will bite, "info"), ``remedy_class`` (``fixable`` here, ``reboot``, ``provider``, ``unknown``), ``blocks_cuda``
+(the finding alone explains why CUDA is unusable), ``meaning`` and ``remedy`` in plain words, ``source`` (reference
+section or fixture) and ``match``: a function over the doctor's *view* (the evidence with the raw texts already
+parsed, built by ``diagnose.view``) that returns the raw values that matched, or None. ``severity_of`` (optional)
+refines the severity from the matched values.
 
-Every row's matcher is in ``doctor_match_cuda`` (the CUDA stack and the GPU) or ``doctor_match_renter``
-(the renter's checks, with their thresholds); the torch / CUDA error texts and cuInit codes are in
-``doctor_texts``. A new rule is its row here (and its matcher). Nothing in these files reads the host.
+Every row's matcher is in ``match_cuda`` (the CUDA stack and the GPU) or ``match_renter`` (the renter's checks, with
+their thresholds); the torch / CUDA error texts and cuInit codes are in ``texts``. A new rule is its row here (and
+its matcher). Nothing in these files reads the host.
 """
 
 from .match_cuda import (

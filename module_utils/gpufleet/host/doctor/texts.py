@@ -9,6 +9,8 @@ their matchers decide what a code means on this host. Nothing in this file reads
 
 import re
 
+from ..system.textmatch import first_match
+
 REF = "shared/reference/cuda-failures-and-compat.md"
 TE = "fixtures torch_errors/"
 
@@ -53,6 +55,11 @@ _PATTERN_TEXTS = [
 TORCH_ERROR_PATTERNS = [(code, re.compile(regex, re.I), TE + fixtures) for code, regex, fixtures in _PATTERN_TEXTS]
 
 _FOUND_VERSION_RE = re.compile(r"too old \(found version (\d+)\)", re.I)
+
+
+def explain_torch_error(text):
+    """(code, the line that matched) for a torch / CUDA error text; (None, None) when nothing is recognised."""
+    return first_match(text, TORCH_ERROR_PATTERNS)
 
 
 def found_version(text):

@@ -9,6 +9,7 @@ serves both, and every nvidia-smi schema version seen in the fixtures (v10 .. v1
 
 import re
 
+from ..system.textmatch import first_match
 from .specs import lookup
 
 # Values nvidia-smi prints when it has none.
@@ -33,11 +34,7 @@ ERROR_PATTERNS = [
     ("timeout", re.compile(r"timed out|timeout", re.I)),
 ]
 
-# Canonical throttle / clocks-event reason names (same spelling as NVML's bit names, snake_case).
-THROTTLE_REASONS = (
-    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-    "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clocks_setting",
-)
+# nvidia-smi's text names of throttle / clocks-event reasons that differ from NVML's bit names (snake_case).
 _TEXT_THROTTLE_ALIASES = {"idle": "gpu_idle", "display_clock_setting": "display_clocks_setting"}
 
 
@@ -48,15 +45,7 @@ def classify_error(text):
 
 def explain_error(text):
     """(code, the line that matched) for an error text; (None, None) when nothing is recognised."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    if not text:
-        return None, None
-    for code, pattern in ERROR_PATTERNS:
-        for line in text.splitlines():
-            if pattern.search(line):
-                return code, line.strip()[:500]
-    return None, None
+    return first_match(text, ERROR_PATTERNS, by_line=True)
 
 
 def empty_facts(source="nvidia-smi", error=None, error_code=None):

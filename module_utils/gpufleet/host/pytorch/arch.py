@@ -3,14 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """GPU architectures against the torch table: their names, the driver a GPU needs before any build runs it, and
 which wheel rows carry kernels for a compute capability (``coverage``, ``first_covering``). Read by the solver
-(``torchcompat``), the doctor's rules and the report.
+(``compat``), the doctor's rules and the report.
 
-* Kernel coverage: ``arches`` are the ``sm_XY`` cubins of a variant's builds, ``ptx`` the
-  ``compute_XY`` PTX shipped with them. A cubin for X.y runs on a GPU of compute capability X.z with
-  z >= y; ``sm_90a``-style arch-specific cubins only on exactly X.y; PTX JIT-compiles for any newer
-  GPU (CUDA binary-compatibility rules; torch's own ``_check_cubins`` accepts the same major).
-  Every CUDA row carries its list from its source. A row without one (``arches=None``) is treated as
-  covering no GPU, and the refusal says so; a unit test fails on any such row.
+* Kernel coverage: as ``table``'s docstring says (cubins ``arches``, PTX ``ptx``; ``arches=None`` covers no GPU).
 * ``GPU_DRIVER_FLOORS``: a driver older than the first CUDA release that knows a GPU architecture
   cannot run that GPU with any build; the solver refuses before looking at wheels.
 """

@@ -312,31 +312,6 @@ def parse_kernel_log(text, source=None):
     return result
 
 
-def kernel_log_patterns_markdown():
-    """The message forms of ``KERNEL_LOG_PATTERNS`` as a Markdown section (for docs/doctor-rules.md)."""
-    def cell(text):
-        return "<br>".join("`%s`" % part.strip().replace("|", "\\|") for part in text.splitlines())
-
-    lines = ["## Recognised kernel-log message forms", "",
-             "Generated from `KERNEL_LOG_PATTERNS` in `module_utils/gpufleet/host/system/kmsg.py` "
-             "(what `xid_79_fallen_off_bus` and the Xid rules count). The lines of the multi-line probe message "
-             "may come with dmesg, journalctl or syslog prefixes and with other kernel lines between them; they make "
-             "one Xid 79 event. The forms of one GPU falling off (Xid 79 line, `GPU ...: GPU has fallen off the "
-             "bus.`, legacy `GPU at ...`, probe message) count once per boot.", "",
-             "| form | means | PCI address from | sample | seen in (driver) |", "|---|---|---|---|---|"]
-    for row in KERNEL_LOG_PATTERNS:
-        if row["kind"] == "message":
-            means = "message `%s`" % row["code"]
-        elif row["xid"] == 79:
-            means = "Xid 79 (derived)"
-        else:
-            means = "Xid number from the line"
-        lines.append("| `%s` | %s | %s | %s | %s; driver: %s |" % (
-            row["form"], means, (row["pci"] or "-").replace("|", "\\|"), cell(row["sample"]),
-            row["source"], row["driver"]))
-    return "\n".join(lines) + "\n"
-
-
 def match_row(line):
     """(row, match) of the first ``KERNEL_LOG_PATTERNS`` row that matches one line, or (None, None)."""
     for row in _ROWS:
