@@ -53,7 +53,7 @@ images: bootstrap
 	@$(if $(PREPARED),:,scripts/test-images 11 12 13 20.04 22.04 24.04 24.04-systemd)
 
 # The newest ansible-core line (requirements-next.txt, Python >= 3.12) beside the pinned one: make e2e runs check.yml
-# under both (tests/e2e/test_check.py).
+# under both (tests/e2e/test_check.py) and the second site.yml under the newest; make collection its sanity tests.
 next-ansible:
 	@$(if $(PREPARED),:,scripts/bootstrap-next)
 
@@ -108,8 +108,9 @@ syntax: bootstrap
 quick: lint unit syntax
 
 # The collection gpufleet.fleet (docs/awx.md): built from the checkout, ansible-test sanity on the tarball as it
-# installs, then the execution environment's build context (ansible-builder create).
-collection: bootstrap
+# installs (under the pinned ansible-core line and under the newest, .venv-next), then the execution environment's
+# build context (ansible-builder create).
+collection: bootstrap next-ansible
 	scripts/collection-sanity
 	scripts/collection-ee
 

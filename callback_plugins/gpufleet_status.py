@@ -92,6 +92,11 @@ def _message(result):
     if res.get("results") and (not msg or msg == "One or more items failed"):  # a loop: each item's own message
         msgs = [r.get("msg", "") for r in res["results"] if isinstance(r, dict) and r.get("failed")]
         msg = "; ".join(m for m in msgs if m) or msg
+    failed_modules = res.get("failed_modules")
+    if isinstance(failed_modules, dict) and failed_modules:  # fact gathering: each failed module's own cause
+        # ("The following modules failed to execute: ansible.legacy.setup." says which, not why: 2.20+ on Python 3.8)
+        causes = [str(r.get("msg") or "") for r in failed_modules.values() if isinstance(r, dict)]
+        msg = "%s %s" % (msg, "; ".join(c for c in causes if c)) if any(causes) else msg
     # ansible-core 2.19 puts "Task failed: " (and "Action failed: ") before the cause: the cause is what matters.
     msg = _ANSIBLE_PREFIX.sub("", str(msg).strip())
     return msg[:MAX_MESSAGE] or "failed without a message"

@@ -144,3 +144,19 @@ def test_check_yml_refuses_bad_input_on_the_controller_and_marks_no_box(tmp_path
     status = json.loads((tmp_path / "status.json").read_text())
     assert set(status["hosts"]) == {"rented-b"} and status["hosts"]["rented-b"]["reason"].startswith("earlier (in ")
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_failed_fact_gathering_is_recorded_with_its_cause():
+    """ansible-core 2.20+ on a host with Python 3.8 (Ubuntu 20.04) fails fact gathering with "The following modules
+    failed to execute: ansible.legacy.setup."; the record (and so the report's line) carries the module's own cause."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("gpufleet_status_cb", ROOT / "callback_plugins" / "gpufleet_status.py")
+    cb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cb)
+    cause = "Ansible requires Python 3.9 or newer on the target. Current version: 3.8.10"
+    result = SimpleNamespace(_result={"msg": "The following modules failed to execute: ansible.legacy.setup.",
+                                      "failed_modules": {"ansible.legacy.setup": {"failed": True, "msg": cause}}})
+    assert cb._message(result) == "The following modules failed to execute: ansible.legacy.setup. " + cause
+    assert cb._message(SimpleNamespace(_result={"msg": "plain"})) == "plain"

@@ -67,7 +67,8 @@ def command_runner(which=which, environ=None, timeout=None):
             return None
         limit = default_timeout if timeout is None else timeout
         try:
-            proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL, close_fds=True,
+            # run_command has no timeout and cannot kill a process group: hence Popen (ansible-core 2.21's sanity)
+            proc = subprocess.Popen([exe] + [str(a) for a in argv[1:]], stdin=subprocess.DEVNULL, close_fds=True,  # pylint: disable=ansible-bad-function
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
                                     env=dict(base, **env) if env else base)
         except OSError as exc:
