@@ -80,19 +80,6 @@ def test_max_fail_percentage_zero_stops_later_batches(fleet_run):
     assert _has_program(hosts["gpufleet-ft-pf-02"], "batchcheck"), "the first batch's healthy host is provisioned"
     assert "gpufleet-ft-pf-gone" not in rec, "the second batch must not start: %s" % rec
 
-
-def test_default_max_fail_percentage_lets_later_batches_run(fleet_run):
-    """serial 2 with the default max_fail_percentage (100): pf-01 fails in the first batch (pf-01, pf-02), pf-02 is
-    provisioned, and the second batch (pf-gone) still starts: Ansible tries to reach it (unreachable)."""
-    hosts = _by_name(fleet_run)
-    rc, out, rec = _provision(fleet_run, "laterbatch", gpufleet_serial=2)
-    assert rc != 0
-    assert rec["gpufleet-ft-pf-01"]["failed"] == 1, rec
-    assert rec["gpufleet-ft-pf-02"]["failed"] == 0, rec
-    assert "RUNNING" in hosts["gpufleet-ft-pf-02"].exec("/usr/local/bin/supervisorctl status laterbatch").stdout
-    assert rec.get("gpufleet-ft-pf-gone", {}).get("unreachable") == 1, "the second batch must run: %s" % rec
-
-
 def test_failed_canary_ends_the_play(fleet_run):
     """serial [1, "50%"] (canary, then ramp, as the README suggests) with the default 100: the canary
     pf-01 fails, and since every host of that batch failed, Ansible ends the play: no other host is
