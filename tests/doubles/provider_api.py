@@ -15,9 +15,31 @@ in a file; a box given back leaves the list, as at the provider. Shapes and fiel
 
 writes the plugin's config (api_url pointing here), the demo's own host variables under the plugin's host
 names, and serves until stopped. A test double: it lives under tests/ and is never used against a real host.
+
+It also serves the offer endpoints playbooks/offers.yml asks (``offers=`` or ``--offers``): vast.ai
+``POST /api/v0/bundles/`` (the JSON query is applied: eq/neq/gt/gte/lt/lte/in/notin on the fields an offer has,
+``allocated_storage`` as disk_space >=, ``order`` and ``limit``), RunPod ``GET /v2/catalog/gpus`` and Lambda
+``GET /api/v1/instance-types``, with ``offers(provider)``: a set of varied quality in the recorded shapes
+(../shared/reference/provider-offers.md): drivers 535 to 595, cuda_max_good 12.2 to 13.2, RTX 4090, H100, H200,
+A100, RTX PRO 6000 and V100 (which a cu130 build lacks), one machine on ``KNOWN_BAD_MACHINE``.
+
+    python3 -m tests.doubles.provider_api --provider vastai --offers-only --port 0
+
+serves the offers alone (no demo fleet, no inventory written).
+
+With ``rentals`` it also rents (playbooks/acquire.yml): vast.ai ``PUT /api/v0/asks/{id}/``, RunPod ``POST
+/v1/pods`` and Lambda ``POST /api/v1/instance-operations/launch``, in their recorded shapes (the new instance's id:
+``new_contract``, the pod, ``data.instance_ids``), each rented offer's instance listed with the create's label
+(vast ``label``, RunPod ``name`` and ``env``, Lambda ``name`` and ``tags``) and pointing at the box ``rentals``
+maps the offer to ({offer id: {"port": P}}: a container of tests/doubles/rental_pool.py; an offer without one
+stays ``loading``). A rented offer leaves the search until it is given back. ``faults`` ({offer id: "taken" |
+"fails_with_instance"}) answers as the providers do when an offer was taken in between (vast 404 ``no_such_ask``,
+RunPod "no longer any instances available", Lambda ``insufficient-capacity``), or fails a create that still left
+a (stopped) instance behind, as vast.ai does (dstack's vastai api_client).
 """
 
 import argparse
+import contextlib
 import http.server
 import json
 import os
@@ -42,6 +64,10 @@ ENV_KEYS = {"vastai": "VAST_API_KEY", "runpod": "RUNPOD_API_KEY", "lambda": "LAM
 FROM_PROVIDER = {"ansible_host", "ansible_port", "ansible_user", "gpufleet_expected_gpu_count",
                  "gpufleet_price_per_hour"}
 DEMO_KEY = "gpufleet-demo-provider-key"  # the demo's key for this stand-in (not a secret: it opens nothing real)
+# The offer endpoints: method and path per provider.
+OFFER_PATHS = {"vastai": ("POST", "/api/v0/bundles/"), "runpod": ("GET", "/v2/catalog/gpus"),
+               "lambda": ("GET", "/api/v1/instance-types")}
+KNOWN_BAD_MACHINE = 4999  # the vast.ai machine id of offer 7011, a cheap RTX 4090 a known-bad list may name
 
 
 def _gpu_name(profile):
@@ -112,11 +138,105 @@ def instances(provider, boxes, extra=True):
     return {"data": out}
 
 
-class ProviderAPI:
-    """The stand-in server (127.0.0.1 only) for one provider; ``calls`` records every request."""
+def _vast_offer(ident, machine, gpu, cap, ram, driver, cuda, price, reliability, **extra):
+    parts = [int(p) for p in driver.split(".")]
+    offer = {"id": ident, "ask_contract_id": ident, "bundle_id": ident + 100000, "machine_id": machine,
+             "host_id": 90000 + machine % 1000, "num_gpus": 1, "gpu_name": gpu, "gpu_arch": "nvidia", "gpu_ram": ram,
+             "compute_cap": cap, "cuda_max_good": cuda, "driver_version": driver,
+             "driver_vers": parts[0] * 1000000 + parts[1] * 1000 + parts[2], "dph_total": price, "storage_cost": 0.15,
+             "inet_down_cost": 0.005, "reliability": reliability, "reliability2": reliability,
+             "verification": "verified", "disk_bw": 2500.0, "inet_down": 850.0, "inet_up": 600.0, "disk_space": 220.5,
+             "pcie_bw": 24.6, "geolocation": "Oslo, NO", "direct_port_count": 40, "rentable": True, "rented": False,
+             "end_date": 1800000000.0}
+    offer.update(extra)
+    return offer
 
-    def __init__(self, provider, answer, key=DEMO_KEY, port=0, log=None, prefix=""):
+
+def offers(provider):
+    """The offer endpoint's answer: varied quality, made-up values in the providers' recorded shapes."""
+    if provider == "vastai":
+        return {"offers": [
+            _vast_offer(7001, 4101, "RTX 4090", 890, 24564, "580.95.05", 13.0, 0.40, 0.995),
+            _vast_offer(7002, 4102, "RTX 4090", 890, 24564, "570.124.06", 12.8, 0.32, 0.991),
+            _vast_offer(7003, 4103, "RTX 4090", 890, 24564, "535.183.01", 12.2, 0.28, 0.97, geolocation="Quebec, CA"),
+            _vast_offer(7004, 4104, "H100 SXM", 900, 81559, "595.91.07", 13.2, 2.10, 0.998, disk_space=800.0),
+            _vast_offer(7005, 4105, "H100 SXM", 900, 81559, "550.127.05", 12.4, 1.60, 0.99),
+            _vast_offer(7006, 4106, "H200", 900, 143771, "580.105.08", 13.0, 3.20, 0.999, geolocation="Texas, US"),
+            _vast_offer(7007, 4107, "A100 SXM4", 800, 81920, "580.95.05", 13.0, 1.10, 0.985),
+            _vast_offer(7008, 4108, "A100 PCIE", 800, 40960, "570.172.08", 12.8, 0.75, 0.98),
+            _vast_offer(7009, 4109, "RTX PRO 6000 WS", 1200, 97887, "580.95.05", 13.0, 1.05, 0.99),
+            _vast_offer(7010, 4110, "Tesla V100", 700, 16384, "580.95.05", 13.0, 0.20, 0.96),
+            _vast_offer(7011, KNOWN_BAD_MACHINE, "RTX 4090", 890, 24564, "580.95.05", 13.0, 0.35, 0.99),
+            _vast_offer(7012, 4112, "H100 SXM", 900, 81559, "580.65.06", 13.0, 1.95, 0.99),
+            _vast_offer(7013, 4113, "RTX 4090", 890, 24564, "580.95.05", 13.0, 0.80, 0.99, num_gpus=2),
+            _vast_offer(7014, 4114, "H100 SXM", 900, 81559, "580.178.04", 13.0, 2.25, 0.997),
+        ]}
+    if provider == "runpod":
+        def gpu(ident, name, pool, memory, price, stock, cudas, secure=True, community=True):
+            return {"id": ident, "name": name, "pool": pool, "manufacturer": "NVIDIA", "memory": memory,
+                    "secure": secure, "community": community,
+                    "price": {"secure": price[0], "community": price[1], "serverless": None},
+                    "maxCount": {"secure": 8, "community": 4}, "availability": stock,
+                    "dataCenters": [{"id": "EU-RO-1", "name": "Europe Romania 1", "availability": stock}],
+                    "cudaVersions": [{"version": v, "available": a} for v, a in cudas]}
+        return {"gpus": [
+            gpu("NVIDIA GeForce RTX 4090", "RTX 4090", "ADA_24", 24, (0.59, 0.34), "MEDIUM",
+                (("12.8", True), ("13.0", True))),
+            gpu("NVIDIA H100 80GB HBM3", "H100 SXM", "HOPPER_80", 80, (2.69, None), "HIGH",
+                (("12.4", True), ("12.8", True), ("13.0", False)), community=False),
+            gpu("NVIDIA H200", "H200", "HOPPER_141", 141, (3.59, None), "LOW", (("12.8", True), ("13.0", True)),
+                community=False),
+            gpu("Tesla V100-SXM2-16GB", "V100 SXM2", "VOLTA_16", 16, (None, 0.17), "HIGH",
+                (("12.2", True), ("13.0", True)), secure=False),
+            gpu("NVIDIA A100 80GB PCIe", "A100 PCIe", "AMPERE_80", 80, (1.19, None), "NONE", (("13.0", True),),
+                community=False),
+        ]}
+
+    def itype(name, desc, gpus, cents, storage, regions):
+        return {"instance_type": {"name": name, "description": "%dx %s" % (gpus, desc), "gpu_description": desc,
+                                  "price_cents_per_hour": cents,
+                                  "specs": {"vcpus": 26 * gpus, "memory_gib": 200 * gpus, "storage_gib": storage,
+                                            "gpus": gpus}},
+                "regions_with_capacity_available": [{"name": r, "description": "demo"} for r in regions]}
+    return {"data": {
+        "gpu_1x_h100_sxm5": itype("gpu_1x_h100_sxm5", "H100 (80 GB SXM5)", 1, 329, 1024, ["us-east-1"]),
+        "gpu_8x_h100_sxm5": itype("gpu_8x_h100_sxm5", "H100 (80 GB SXM5)", 8, 2392, 22528, ["us-east-1"]),
+        "gpu_1x_a100": itype("gpu_1x_a100", "A100 (40 GB PCIe)", 1, 129, 512, []),
+        "gpu_1x_gh200": itype("gpu_1x_gh200", "GH200 (96 GB)", 1, 149, 4096, ["us-east-3"]),
+    }}
+
+
+_OPS = {"eq": lambda a, b: a == b, "neq": lambda a, b: a != b, "gt": lambda a, b: a > b,
+        "gte": lambda a, b: a >= b, "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b,
+        "in": lambda a, b: a in b, "notin": lambda a, b: a not in b}
+
+
+def vast_search(answer, query):
+    """vast.ai's search over the offers: the query's conditions on the fields an offer has, then order and limit."""
+    query = query if isinstance(query, dict) else {}
+    conds = {k: v for k, v in query.items() if isinstance(v, dict)}
+    if query.get("allocated_storage") is not None:
+        conds["disk_space"] = {"gte": query["allocated_storage"]}
+    out = []
+    for offer in answer["offers"]:
+        if all(field not in offer or all(_OPS[op](offer[field], want) for op, want in cond.items() if op in _OPS)
+               for field, cond in conds.items()):
+            out.append(offer)
+    for field, direction in reversed(query.get("order") or []):
+        out.sort(key=lambda o: o.get(field) or 0, reverse=direction == "desc")
+    return {"offers": out[:int(query.get("limit") or 64)]}
+
+
+class ProviderAPI:
+    """The stand-in server (127.0.0.1 only) for one provider; ``calls`` records every request. ``offers`` (the
+    answer of ``offers(provider)``) adds the provider's offer endpoint."""
+
+    def __init__(self, provider, answer, key=DEMO_KEY, port=0, log=None, prefix="", offers=None, rentals=None,
+                 faults=None):
         self.provider, self.answer, self.key, self.prefix = provider, answer, key, prefix
+        self.offers = offers
+        self.rentals, self.faults = rentals, dict(faults or {})
+        self.rented, self.instance_offer, self.created = set(), {}, 0
         self.calls, self.lock, self.log = [], threading.Lock(), log
         outer = self
 
@@ -146,6 +266,9 @@ class ProviderAPI:
             def do_POST(self):  # noqa: N802
                 self._handle("POST")
 
+            def do_PUT(self):  # noqa: N802
+                self._handle("PUT")
+
             def log_message(self, *args):
                 pass
 
@@ -156,6 +279,10 @@ class ProviderAPI:
     @property
     def api_url(self):
         return "http://127.0.0.1:%d%s%s" % (self.port, self.prefix, LIST_PATHS[self.provider])
+
+    @property
+    def offers_url(self):
+        return "http://127.0.0.1:%d%s%s" % (self.port, self.prefix, OFFER_PATHS[self.provider][1])
 
     def respond(self, method, path, body, key_ok):
         path = path.split("?", 1)[0]
@@ -171,6 +298,12 @@ class ProviderAPI:
                 path = path[len(self.prefix):]
             if method == "GET" and path == LIST_PATHS[self.provider]:
                 return 200, self.answer
+            if self.offers is not None and (method, path) == OFFER_PATHS[self.provider]:
+                return 200, self._offer_answer(body)
+            if self.rentals is not None:
+                created = self._create(method, path, body)
+                if created is not None:
+                    return created
             gone = self._given_back(method, path, body)
             if gone is None:
                 return 404, {"error": "no such endpoint: %s %s" % (method, path)}
@@ -197,7 +330,115 @@ class ProviderAPI:
         if len(kept) == len(items):
             return None
         items[:] = kept
+        for i in ids:  # the offer is back on the market
+            self.rented.discard(self.instance_offer.pop(i, None))
         return ids
+
+    # ------------------------------------------------------------------ renting (playbooks/acquire.yml)
+    def _offer_answer(self, body):
+        """The offer endpoint's answer without the offers rented here (they are back once given back)."""
+        if self.provider == "vastai":
+            free = {"offers": [o for o in self.offers["offers"] if str(o["id"]) not in self.rented]}
+            return vast_search(free, body)
+        if self.provider == "lambda":
+            data = {k: dict(v, regions_with_capacity_available=[] if k in self.rented
+                            else v["regions_with_capacity_available"]) for k, v in self.offers["data"].items()}
+            return {"data": data}
+        return self.offers
+
+    def _create(self, method, path, body):
+        """(status, answer) of a create call, or None when path is no create endpoint."""
+        body = body if isinstance(body, dict) else {}
+        if self.provider == "vastai" and method == "PUT":
+            m = re.fullmatch(r"/api/v0/asks/([^/]+)/", path)
+            if not m:
+                return None
+            ident = m.group(1)
+            offer = next((o for o in self.offers["offers"] if str(o["id"]) == ident), None)
+            if offer is None or ident in self.rented or self.faults.get(ident) == "taken":
+                return 404, {"success": False, "error": "no_such_ask", "msg": "ask %s is not available" % ident,
+                             "ask_id": int(ident) if ident.isdigit() else ident}
+        elif self.provider == "runpod" and method == "POST" and path == "/v1/pods":
+            ident = "%s/%s" % ((body.get("gpuTypeIds") or [""])[0], body.get("cloudType") or "SECURE")
+            offer = next((g for g in self.offers["gpus"] if g["id"] == ident.split("/")[0]), None)
+            if offer is None or ident in self.rented or self.faults.get(ident) == "taken":
+                return 400, {"message": "There are no longer any instances available with the requested "
+                                        "specifications. Please refresh and try again."}
+        elif self.provider == "lambda" and method == "POST" and path == "/api/v1/instance-operations/launch":
+            ident = str(body.get("instance_type_name"))
+            offer = self.offers["data"].get(ident)
+            if offer is None or ident in self.rented or self.faults.get(ident) == "taken":
+                return 400, {"error": {"code": "instance-operations/launch/insufficient-capacity",
+                                       "message": "Not enough capacity to fulfill launch request.",
+                                       "suggestion": "Try a different region or instance type."}}
+        else:
+            return None
+        self.created += 1
+        number = self.created
+        box = self.rentals.get(ident) or {}
+        inst_id = self._instance(ident, offer, body, number, box, self.faults.get(ident) == "fails_with_instance")
+        self.rented.add(ident)
+        self.instance_offer[inst_id] = ident
+        if self.faults.get(ident) == "fails_with_instance":
+            if self.provider == "vastai":
+                return 400, {"success": False, "error": "invalid_args", "ask_id": int(ident),
+                             "msg": "scheduling failed: instance left stopped", "new_contract": int(inst_id)}
+            return 500 if self.provider != "lambda" else 400, {
+                "message": "internal error while starting the pod", "error": {
+                    "code": "global/internal-error", "message": "internal error while launching"}}
+        if self.provider == "vastai":
+            return 200, {"success": True, "new_contract": int(inst_id)}
+        if self.provider == "runpod":
+            return 200, next(p for p in self.answer["pods"] if p["id"] == inst_id)
+        return 200, {"data": {"instance_ids": [inst_id]}}
+
+    def _instance(self, ident, offer, body, number, box, stopped):
+        """Add the rented offer's instance to the list; its id."""
+        port = box.get("port")
+        if self.provider == "vastai":
+            inst_id = str(3000 + number)
+            self.answer.setdefault("instances", [])
+            self.answer.setdefault("next_token", None)
+            running = port is not None and not stopped
+            self.answer["instances"].append({
+                "id": int(inst_id), "machine_id": offer["machine_id"], "label": body.get("label"),
+                "actual_status": "running" if running else ("stopped" if stopped else "loading"),
+                "cur_state": "running" if running else "stopped", "intended_status": "running",
+                "num_gpus": offer["num_gpus"], "gpu_name": offer["gpu_name"], "dph_total": offer["dph_total"],
+                "driver_version": offer.get("driver_version"), "cuda_max_good": offer.get("cuda_max_good"),
+                "public_ipaddr": "127.0.0.1\n" if running else None, "image_runtype": "ssh_direct",
+                "ports": {"22/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]} if running else {},
+                "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()],
+                "status_msg": "success, running" if running else "Pulling image layers"})
+            return inst_id
+        if self.provider == "runpod":
+            inst_id = "acq%04dpod" % number
+            self.answer.setdefault("pods", [])
+            count = int(body.get("gpuCount") or 1)
+            running = port is not None and not stopped
+            self.answer["pods"].append({
+                "id": inst_id, "name": body.get("name"), "env": body.get("env") or {},
+                "status": "RUNNING" if running else "EXITED" if stopped else "PROVISIONING",
+                "cost": round((offer["price"].get((body.get("cloudType") or "SECURE").lower()) or 0) * count, 4),
+                "gpu": {"id": offer["id"], "count": count, "displayName": offer["name"]},
+                "machineId": "m-%s" % re.sub(r"[^a-z0-9]", "", offer["id"].lower())[:12],
+                "cloud": body.get("cloudType"),
+                "ssh": {"direct": {"host": "127.0.0.1", "port": port, "username": "root"} if running else None,
+                        "proxy": None},
+                "runtime": {"ports": [{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}]}
+                if running else None})
+            return inst_id
+        inst_id = "acq%029x" % number
+        self.answer.setdefault("data", [])
+        it = offer["instance_type"]
+        regions = offer["regions_with_capacity_available"]
+        self.answer["data"].append({
+            "id": inst_id, "name": body.get("name"), "ip": "127.0.0.1" if port and not stopped else None,
+            "status": "active" if port and not stopped else "booting", "tags": body.get("tags") or [],
+            "region": {"name": body.get("region_name") or (regions[0]["name"] if regions else ""), "description": ""},
+            "instance_type": {k: it[k] for k in ("name", "description", "gpu_description", "price_cents_per_hour",
+                                                 "specs")}})
+        return inst_id
 
     def start(self):
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -207,6 +448,17 @@ class ProviderAPI:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+@contextlib.contextmanager
+def offer_stand_ins(key=DEMO_KEY, names=("vastai", "runpod", "lambda")):
+    """{provider: a started stand-in serving offers(provider)}, stopped on leaving the block."""
+    apis = {p: ProviderAPI(p, {}, key=key, offers=offers(p)).start() for p in names}
+    try:
+        yield apis
+    finally:
+        for api in apis.values():
+            api.stop()
 
 
 def write_inventory(provider, api_url, boxes, group_vars, out_dir, demo_group_vars):
@@ -237,19 +489,36 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--provider", choices=sorted(LIST_PATHS), default="vastai")
     ap.add_argument("--hosts", default=str(ROOT / "inventories" / "demo" / "hosts.yml"))
-    ap.add_argument("--inventory-dir", required=True)
+    ap.add_argument("--inventory-dir", help="where to write the plugin's config (required unless --offers-only)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log")
     ap.add_argument("--ready-file", help="written with the api_url once the server listens")
+    ap.add_argument("--offers", action="store_true", help="also serve the offer endpoint (offers(provider))")
+    ap.add_argument("--offers-only", action="store_true",
+                    help="serve the offer endpoint alone: no demo fleet, no inventory; prints the offers URL")
     args = ap.parse_args(argv)
+    if args.offers_only:
+        api = ProviderAPI(args.provider, {}, port=args.port, log=args.log, offers=offers(args.provider))
+        if args.ready_file:
+            Path(args.ready_file).write_text(api.offers_url + "\n")
+        print("%s offers stand-in on %s (key: %s=%s)" % (args.provider, api.offers_url, ENV_KEYS[args.provider],
+                                                         DEMO_KEY), flush=True)
+        return _serve(api)
+    if not args.inventory_dir:
+        ap.error("--inventory-dir is required unless --offers-only")
     boxes, group_vars = demo_boxes(args.hosts)
-    api = ProviderAPI(args.provider, instances(args.provider, boxes), port=args.port, log=args.log)
+    api = ProviderAPI(args.provider, instances(args.provider, boxes), port=args.port, log=args.log,
+                      offers=offers(args.provider) if args.offers else None)
     config = write_inventory(args.provider, api.api_url, boxes, group_vars, args.inventory_dir,
                              Path(args.hosts).parent / "group_vars" / "all.yml")
     if args.ready_file:
         Path(args.ready_file).write_text(api.api_url + "\n")
-    print("%s stand-in on %s; inventory %s (key: %s=%s)" % (args.provider, api.api_url, config,
-                                                             ENV_KEYS[args.provider], DEMO_KEY), flush=True)
+    print("%s stand-in on %s; inventory %s (key: %s=%s)" % (
+        args.provider, api.api_url, config, ENV_KEYS[args.provider], DEMO_KEY), flush=True)
+    return _serve(api)
+
+
+def _serve(api):
     try:
         api.httpd.serve_forever()
     except KeyboardInterrupt:
