@@ -61,7 +61,7 @@ wheelhouse: bootstrap
 	@$(if $(PREPARED),:,scripts/wheelhouse)
 
 # Python files without a .py suffix are named explicitly so ruff checks them too.
-PY_SCRIPTS := scripts/fleet-report scripts/check-verdicts scripts/driver-bulletins scripts/bench-check scripts/role-docs scripts/build-collection scripts/lint-ansible scripts/gpu-smoke scripts/wheel-markers roles/supervisord/files/gpufleet-supervisor-check \
+PY_SCRIPTS := scripts/fleet-report scripts/check-verdicts scripts/driver-bulletins scripts/offers scripts/bench-check scripts/role-docs scripts/build-collection scripts/lint-ansible scripts/gpu-smoke scripts/wheel-markers roles/supervisord/files/gpufleet-supervisor-check \
               $(wildcard scripts/bench-*)
 
 lint: bootstrap

@@ -8,7 +8,8 @@ A module names the parts that apply to it, in this order:
   extends_documentation_fragment:
     - gpufleet_attributes               # what check_mode and diff_mode mean
     - gpufleet_attributes.facts         # what the facts attribute means
-    - gpufleet_attributes.facts_module  # the support of a module that only reads: check mode full, no diff, facts
+    - gpufleet_attributes.read_only     # the support of a module that only reads: check mode full, no diff
+    - gpufleet_attributes.facts_module  # and its support of facts, where it returns them
 
 and a module that changes things sets its own ``attributes: {check_mode: {support: ...}, diff_mode: ...}``.
 In the checkout the short name resolves through ansible.cfg's doc_fragment_plugins; scripts/build-collection
@@ -33,15 +34,22 @@ attributes:
     description: Returns an C(ansible_facts) dictionary that is merged into the host's facts.
 """
 
-    FACTS_MODULE = r"""
+    # A module that only reads (or measures, as box_probe): check mode full, no diff.
+    READ_ONLY = r"""
 options: {}
 attributes:
   check_mode:
     support: full
     details:
-      - The module only reads; it does the same work under C(--check).
+      - The module only reads (or measures); it does the same work under C(--check).
   diff_mode:
     support: none
+"""
+
+    # With READ_ONLY, for a module that returns facts.
+    FACTS_MODULE = r"""
+options: {}
+attributes:
   facts:
     support: full
 """

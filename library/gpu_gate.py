@@ -110,6 +110,7 @@ notes:
 extends_documentation_fragment:
   - gpufleet_attributes
   - gpufleet_attributes.facts
+  - gpufleet_attributes.read_only
   - gpufleet_attributes.facts_module
 """
 

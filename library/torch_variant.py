@@ -100,6 +100,7 @@ seealso:
 extends_documentation_fragment:
   - gpufleet_attributes
   - gpufleet_attributes.facts
+  - gpufleet_attributes.read_only
   - gpufleet_attributes.facts_module
 """
 

@@ -22,7 +22,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 # `-c` arguments that are Python source, run with the host's (or the image's) interpreter.
-PYTHON_SOURCES = {"TORCH_PROBE", "CUINIT_PROBE", "_GLOO_CHILD", "__torch_have_script", "__torch_probe_script"}
+PYTHON_SOURCES = {"TORCH_PROBE", "CUINIT_PROBE", "_GLOO_CHILD", "__torch_have_script", "__torch_probe_script",
+                  "TORCH_LOCATE"}
 # `-c` arguments that are something else: a login shell's script (doctor_probe's environment print).
 NOT_PYTHON = {"_PRINT_ENV"}
 # A task's argv that runs a python with -c and a variable: ["{{ venv }}/bin/python", "-c", "{{ NAME }}"] or

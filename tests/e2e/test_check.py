@@ -84,7 +84,7 @@ def test_keep_or_return_per_demo_host(checked):
     assert "GPU 3 is lost" in five["verdict"], five["verdict"]
     for h in hosts.values():
         assert len(h["verdict"]) <= 160
-        assert set(h["check"]["steps"]) == {"connect", "environment", "probe"}, (h["host"], h["check"])
+        assert set(h["check"]["steps"]) == {"connect", "environment", "probe", "box"}, (h["host"], h["check"])
 
 
 def test_the_renters_torch_is_judged_where_the_image_keeps_it(checked):
@@ -113,8 +113,8 @@ def test_the_renters_torch_is_judged_where_the_image_keeps_it(checked):
     # the login shell's python, which needs no name (docs/check.md, "Which torch is judged").
     lines = _said(run["out"])
     at = next(i for i, line in enumerate(lines) if line.startswith(name + " "))
-    assert re.match(r"%s\s+keep  \[connect [0-9.]+ s, environment [0-9.]+ s, probe [0-9.]+ s\]$" % re.escape(name),
-                    lines[at]), lines[at]
+    assert re.match(r"%s\s+keep  \[connect [0-9.]+ s, environment [0-9.]+ s, probe [0-9.]+ s, box [0-9.]+ s\]$"
+                    % re.escape(name), lines[at]), lines[at]
     assert lines[at + 1].strip() == (
         "note: torch 2.5.1+cu121: CVE-2025-32434 (fixed in 2.6.0), CVE-2026-24747 (fixed in 2.10.0): torch.load of "
         "untrusted files; upgrade to >= 2.10.0; version from the doctor's torch probe"), lines[at:at + 2]
@@ -214,7 +214,7 @@ def test_a_hung_torch_import_and_an_unreachable_host_in_one_run(demo_hosts, tmp_
                     r"in \d+ s", hung["verdict"]), hung["verdict"]
     (finding,) = [f for f in hung["judgement"] if f["code"] == "check_timed_out"]
     assert finding["evidence"]["probes"] == {"find_python": "ran", "gpu_facts": "ran", "gpu_doctor": "ran",
-                                             "gate": "not reached"}, finding["evidence"]
+                                             "gate": "not reached", "box_probe": "not reached"}, finding["evidence"]
     assert hung["check"]["probe_run"] is False and hung["check"]["total_s"] <= 30 + 5, hung["check"]
     assert gone["status"] == "unreachable" and gone["action"] == "check access / rerun"
     assert "port %d: Connection refused" % port in gone["verdict"], gone["verdict"]

@@ -26,7 +26,7 @@ from demolib import ROOT
 BIN = ROOT / ".venv" / "bin"
 PLAYBOOK = "playbooks/check.yml"
 TIMEOUT = 900
-CHECK_PLAY = "Check each box (connect, environment, performance probe)"
+CHECK_PLAY = "Check each box (connect, environment, performance probe, storage and network)"
 CONNECT = "Connect | Log in and run a trivial module"
 BROKEN, GONE = "gpufleet-brokenpy", "gpufleet-gone"
 # A deadline with room (the suite shares 2 cores with others), as tests/e2e/test_check.py gives it.

@@ -276,8 +276,11 @@ def second_run(report, tmp_path_factory):
     # ANSIBLE_CALLBACK_PLUGINS: runner's own callback folder would hide ansible.cfg's callback_plugins, and with
     # it gpufleet_status (ansible/ansible-runner issue #601); runner adds its folder to this value. PATH: the
     # newest line's tools first (runner starts ansible-playbook by name).
+    # GPUFLEET_STATUS_FILE: the run status of its own (the callback's record and the report's), so that host 02's
+    # refusal here, which stays in later reports until a later site.yml succeeds there, stays in this run's report.
     env = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_CALLBACK_PLUGINS": str(ROOT / "callback_plugins"),
-           "PATH": os.pathsep.join([str(NEXT_BIN), os.environ.get("PATH", "")])}
+           "PATH": os.pathsep.join([str(NEXT_BIN), os.environ.get("PATH", "")]),
+           "GPUFLEET_STATUS_FILE": str(data_dir / "run-status.json")}
     job = ansible_runner.run(private_data_dir=str(data_dir), project_dir=str(ROOT), playbook="site.yml",
                              inventory=str(ROOT / "inventories" / "demo"), envvars=env, quiet=True, timeout=1800)
     new, folder = load_report()
@@ -289,7 +292,8 @@ def second_run(report, tmp_path_factory):
                for e in job.events
                if e.get("event") == "runner_on_ok" and (e.get("event_data", {}).get("res") or {}).get("changed")]
     return {"rc": job.rc, "status": job.status, "out": job.stdout.read(), "recap": recap, "changed_tasks": changed,
-            "report": {h["host"]: h for h in new["hosts"]}, "folder": folder.resolve(), "produced_by": new.get("produced_by")}
+            "report": {h["host"]: h for h in new["hosts"]}, "folder": folder.resolve(),
+            "produced_by": new.get("produced_by")}
 
 
 def test_second_run_changes_nothing_and_says_the_same(report, second_run):

@@ -152,7 +152,8 @@ def test_a_failed_fact_gathering_is_recorded_with_its_cause():
     import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("gpufleet_status_cb", ROOT / "callback_plugins" / "gpufleet_status.py")
+    spec = importlib.util.spec_from_file_location("gpufleet_status_cb",
+                                                  ROOT / "callback_plugins" / "gpufleet_status.py")
     cb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cb)
     cause = "Ansible requires Python 3.9 or newer on the target. Current version: 3.8.10"

@@ -165,8 +165,13 @@ def test_vastai_two_pages_after_a_429_every_host_kept_and_resolved(server, tmp_p
     assert direct["gpufleet_claimed_gpu_model"] == "RTX 4090" and direct["gpufleet_provider_status"] == "running"
     assert direct["gpufleet_ready"] is True and direct["gpufleet_skip"] is False  # compose of the example
     assert direct["gpufleet_price_per_gpu_hour"] == pytest.approx(0.3912)
+    # the listing beside the GPU (issue 51): disk_bw MB/s as is, inet_down/inet_up Mibit/s x 1.048576 = Mbit/s
+    assert direct["gpufleet_listing_disk_read_mb_s"] == 2500.3 and direct["gpufleet_listing_disk_gb"] == 100.0
+    assert direct["gpufleet_listing_net_down_mbit"] == 794.8 and direct["gpufleet_listing_net_up_mbit"] == 315.1
+    assert direct["gpufleet_listing_source"] == "vast.ai disk_bw/inet_down/inet_up/disk_space"
 
     proxy = hv["vast-12345679"]  # no 22/tcp mapping: the proxy, as vast-cli ssh-url
+    assert not [k for k in proxy if k.startswith("gpufleet_listing_")]  # no listing fields: none set
     assert (proxy["ansible_host"], proxy["ansible_port"]) == ("ssh7.vast.ai", 22040)
     assert proxy["gpufleet_ssh_route"] == "proxy" and proxy["gpufleet_ready"] is True
     jupyter = hv["vast-12345680"]  # proxy of a jupyter runtype: ssh_port + 1 (vast-cli issue #79)
@@ -206,6 +211,13 @@ def test_runpod_direct_only_proxy_only_and_a_running_pod_without_runtime(server,
     assert ready["gpufleet_expected_gpu_count"] == 2 and ready["gpufleet_price_per_hour"] == 5.38
     assert ready["gpufleet_claimed_gpu_model"] == "NVIDIA H100 80GB HBM3"
     assert ready["gpufleet_provider_machine_id"] == "m-9f8e7d" and ready["gpufleet_provider_region"] == "EU-RO-1"
+    # the machine's listing (issue 51): MBps and Mbps as RunPod names them, no conversion
+    assert (ready["gpufleet_listing_disk_read_mb_s"], ready["gpufleet_listing_net_down_mbit"],
+            ready["gpufleet_listing_net_up_mbit"]) == (3612, 5102, 2268)
+    assert ready["gpufleet_listing_source"] == ("RunPod machine.diskThroughputMBps/machine.maxDownloadSpeedMbps/"
+                                                "machine.maxUploadSpeedMbps")
+    assert "gpufleet_listing_disk_gb" not in ready
+    assert not [k for k in hv["runpod-proxyonly1"] if k.startswith("gpufleet_listing_")]
     proxy = hv["runpod-proxyonly1"]  # the ssh.runpod.io proxy is shell only: not a connection for Ansible
     assert "ansible_host" not in proxy and proxy["gpufleet_ssh_proxy"] == "proxyonly1-11aa22bb@ssh.runpod.io:22"
     assert "no SFTP/SCP" in proxy["gpufleet_readiness_reason"]
@@ -456,6 +468,21 @@ def test_lambda_names_price_and_states():
     assert [r["label"] for r in providers.select(recs, name_regex="^tr")] == ["train 8x/h100"]
     for rec in recs:
         assert "/" not in rec["name"] and " " not in rec["name"]
+
+
+def test_listing_fields_convert_and_absent_or_zero_ones_set_nothing():
+    """vast's Mibit/s become Mbit/s; RunPod's figures keep their units; a field absent, null or 0 sets nothing; a
+    field of the wrong type fails the listing as any other field does."""
+    vast = {"id": 1, "disk_bw": 48, "inet_down": 1000, "inet_up": None, "disk_space": 0}
+    assert providers.vastai.vast_listing(vast, "instance 1") == {
+        "gpufleet_listing_disk_read_mb_s": 48.0, "gpufleet_listing_net_down_mbit": 1048.6,
+        "gpufleet_listing_source": "vast.ai disk_bw/inet_down"}
+    assert providers.vastai.vast_listing({"id": 2}, "instance 2") == {}
+    with pytest.raises(providers.ProviderDataError, match="inet_down"):
+        providers.vastai.vast_listing({"id": 3, "inet_down": "fast"}, "instance 3")
+    assert providers.runpod.runpod_listing({"maxDownloadSpeedMbps": 800}, "pod p") == {
+        "gpufleet_listing_net_down_mbit": 800, "gpufleet_listing_source": "RunPod machine.maxDownloadSpeedMbps"}
+    assert providers.runpod.runpod_listing({}, "pod p") == {}
 
 
 def test_host_vars_carry_no_tokens():

@@ -176,10 +176,10 @@ def test_no_private_name_is_imported_from_outside_its_package_folder():
 
 
 def test_the_report_enters_the_judgement_through_one_door():
-    """report/model.py and report/summary.py reach the judgement through judgement/door.py only (judge_host,
+    """report/model.py, summary.py and columns.py reach the judgement through judgement/door.py only (judge_host,
     judge_fleet); nothing under judgement/ imports the report."""
     judgement = "gpufleet.controller.judgement"
-    for name in ("model", "summary"):
+    for name in ("model", "summary", "columns"):
         reached = {n for n in imports(CONTROLLER / "report" / (name + ".py")) if n.startswith(judgement + ".")}
         assert reached == {judgement + ".door"}, "report/%s.py enters the judgement by %s" % (name, sorted(reached))
     for path in (CONTROLLER / "judgement").glob("*.py"):

@@ -33,6 +33,8 @@ DASHBOARD = MONITORING / "dashboards" / "gpufleet-gpus.json"
 SCHEMA_DOC = ROOT / "docs" / "metrics.md"
 EXPORTER = ROOT / "roles" / "gpu_monitoring" / "files" / "gpufleet_gpu_exporter.py"
 REPORT_FIXTURES = ROOT / "tests" / "fixtures" / "report"
+# The fleet with the pre-check's storage and network evidence (issue 51): the gpufleet_host_box_* series come from it.
+BOX_FIXTURES = ROOT / "tests" / "fixtures" / "report-box"
 REPORT_INVENTORY = ["gpu-h100-01", "gpu-a100-02", "gpu-4090-03", "gpu-nodriver-04", "gpu-unreach-05",
                     "gpu-l40s-06", "demo-sim-07", "gpu-never-08", "cpu-box-09"]
 XID_LOG = ROOT / "tests" / "fixtures" / "kernel_logs" / "gpud_xid48-63-94_peermem_dmesg-iso.log"
@@ -152,6 +154,14 @@ def test_report_writes_exactly_the_documented_schema():
     s = report.summarize(report.load_results(REPORT_FIXTURES, inventory_hosts=REPORT_INVENTORY))
     rows = schema()
     written = exposition(report.to_prometheus(s))
+    plain = set(written)
+    box = exposition(report.to_prometheus(report.summarize(report.load_results(BOX_FIXTURES))))
+    assert not {n for n in plain if n.startswith("gpufleet_host_box_")}  # no evidence, no series
+    for name, (kind, labelsets) in box.items():
+        if name in written:
+            written[name] = (kind, written[name][1] | labelsets)
+        else:
+            written[name] = (kind, labelsets)
     for name, (kind, labelsets) in written.items():
         assert name in rows and rows[name][2] == "report", name
         assert kind == rows[name][0], name

@@ -41,13 +41,16 @@ def inventory():
 # report-yml/ was written by report.yml and gpufleet_status as they were on 2026-12-02. Since then report.yml keeps
 # the play and task a host dropped out in out of its reason (failed_in: "<play> / <task>"), the callback drops
 # ansible-core 2.19's "Task failed: " before the cause, and report.yml writes the pre-check's record (check: null
-# in a facts.yml job). The recording is brought up to today's report.yml by those rules alone (record.py records
-# it afresh with the demo fleet up).
+# in a facts.yml job) and the provider's listing beside the GPU (listing_*: null, the recorded inventory has none).
+# The recording is brought up to today's report.yml by those rules alone (record.py records it afresh with the demo
+# fleet up).
+_LISTING_KEYS = ("listing_disk_read_mb_s", "listing_net_down_mbit", "listing_net_up_mbit", "listing_disk_gb",
+                 "listing_source")
 _RECORDED_REASON = re.compile(r"^(?P<play>.+?) / (?P<task>.+?): (?P<reason>.*)$", re.S)
 
 
 def _as_report_yml_writes_it_today(recorded):
-    result = dict(recorded, failed_in=None, check=None)
+    result = dict(recorded, failed_in=None, check=None, **dict.fromkeys(_LISTING_KEYS))
     dropped = _RECORDED_REASON.match(recorded["reason"] or "")  # a not-ready host's reason is the provider's
     if dropped and (recorded["failed"] or recorded["reachable"] is False):
         result["failed_in"] = "%s / %s" % (dropped["play"], dropped["task"])

@@ -173,8 +173,8 @@ SSH = ("Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 po
 
 def test_an_unreachable_hosts_line_starts_with_sshs_reason():
     r = {"host": "gone", "reachable": False, "failed": False, "reason": SSH,
-         "failed_in": "Check each box (connect, environment, performance probe) / Connect | Log in and run a trivial "
-                      "module"}
+         "failed_in": "Check each box (connect, environment, performance probe, storage and network) / Connect | "
+                      "Log in and run a trivial module"}
     h = _host([r])["gone"]
     assert h["action"] == j.ACTION_CHECK and h["status"] == "unreachable"
     assert h["verdict"] == "check access / rerun: " + SSH

@@ -218,6 +218,13 @@ RESULT_FIELDS = (
     ("price_per_hour", INVENTORY, "gpufleet_price_per_hour"),
     ("simulated", FLAG, "gpufleet_simulated"),
     ("expected_gpu_count", INVENTORY, "gpufleet_expected_gpu_count"),
+    # The provider's listing of what is rented beside the GPU (docs/inventories.md; judgement/box.py holds the
+    # pre-check's storage and network against it): disk read MB/s, network down and up Mbit/s, disk GB, whose figures.
+    ("listing_disk_read_mb_s", INVENTORY, "gpufleet_listing_disk_read_mb_s"),
+    ("listing_net_down_mbit", INVENTORY, "gpufleet_listing_net_down_mbit"),
+    ("listing_net_up_mbit", INVENTORY, "gpufleet_listing_net_up_mbit"),
+    ("listing_disk_gb", INVENTORY, "gpufleet_listing_disk_gb"),
+    ("listing_source", INVENTORY, "gpufleet_listing_source"),
     ("gpu", FACT, "gpu"),
     ("gate", FACT, "gpu_gate"),
     ("doctor", FACT, "gpu_doctor"),

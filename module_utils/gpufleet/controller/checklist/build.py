@@ -23,6 +23,8 @@ from .driver_security import driver_security_item
 from .gpu import capacity_item, cudnn, features_item, multi_gpu, torch_cuda
 from .host import access, image, monitoring, packages
 from .item import _CPU_HOST, _WORST, ITEMS, _d, _doctor_torch, _l, _no_torch, _unknown, _worst, is_cpu_host
+from .storage import KEY as _BOX_KEY
+from .storage import box_item
 
 # Answers shared by every host that lacks the same fact (read only: the report never changes them).
 _NO_READINESS = {
@@ -140,7 +142,7 @@ def checklist(result):
             out["cudnn"] = cudnn(torch, cpu_host)
         out["torch_advisories"] = torch_advisories_item(result)
         out["driver_security"] = driver_security_item(result)
-        return _fold_doctor(out, result.get("doctor"))
+        return _with_box(_fold_doctor(out, result.get("doctor")), result)
     link = capacity.interconnect_of(gpus)
     no_gpu = cpu_host and not gpus  # a CPU host by intent that shows none: GPU questions do not apply
     out = {
@@ -166,4 +168,13 @@ def checklist(result):
             out["cudnn"] = out["torch_cuda"]
     out["torch_advisories"] = torch_advisories_item(result)  # after security, in ITEMS' order
     out["driver_security"] = driver_security_item(result)  # the driver against NVIDIA's bulletins (driver_security.py)
-    return _fold_doctor(out, result.get("doctor"))
+    return _with_box(_fold_doctor(out, result.get("doctor")), result)
+
+
+def _with_box(out, result):
+    """The storage and network item (storage.py, item.OPTIONAL_ITEMS) where the pre-check measured them; a host
+    without that evidence has no such item."""
+    item = box_item(result)
+    if item is not None:
+        out[_BOX_KEY] = item
+    return out

@@ -26,6 +26,12 @@ ITEMS = (
     ("torch_advisories", "torch security advisories"),
     ("driver_security", "driver security"),
 )
+# Items a host has only where its evidence holds them: the storage and network item (storage.py) where the pre-check
+# measured disk and network (issue 51). The report shows such an item's column where some host of the fleet has it,
+# so a fleet without that evidence is reported as before.
+OPTIONAL_ITEMS = (
+    ("box", "storage and network"),
+)
 STATUSES = ("ok", "warn", "fail", "unknown")
 _WORST = {"ok": 0, "unknown": 1, "warn": 2, "fail": 3}
 

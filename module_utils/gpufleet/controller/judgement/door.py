@@ -25,6 +25,7 @@ from ..values import (
 from ..values import (
     text as _text,
 )
+from . import box as _box
 from . import findings as _findings
 from . import history as _history
 from . import judge as _judge
@@ -32,6 +33,10 @@ from . import judge as _judge
 # The report's "what to do" section and the history's overview: the report reads them from here too.
 what_to_do = _judge.what_to_do
 history_overview = _history.overview
+# The host row's storage and network evidence (the pre-check's gpu_check.box and the listing; None without it).
+read_box = _box.read
+# How the judgement's storage and network lines say their figures, for the report's cells to say them the same way.
+box_text = _box
 
 
 def _decision(findings, result):
@@ -43,7 +48,8 @@ def _decision(findings, result):
 def judge_host(result, row, error=None):
     """One host judged on its own evidence. ``result``: the host's result record (report.yml's file, read as is);
     ``row``: the evidence part of its report row (``gpus`` with each GPU's ``gate`` cells, ``gate_other``,
-    ``gpu_count``, ``check`` and ``doctor`` records: report/model.py); ``error``: the report could not build the row
+    ``gpu_count``, ``check`` and ``doctor`` records, ``box`` where the pre-check measured storage and network:
+    report/model.py); ``error``: the report could not build the row
     (then that is the one finding). Returns ``{"findings", "decision", "final", "health", "gpu_lines"}``: the
     findings in the verdict's order among equals; the decision (status, action, verdict, reasons); ``final``: the
     run's record ends what is read of the host (unreadable, unreachable, no result: the row shows no GPU evidence);
@@ -75,6 +81,7 @@ def judge_host(result, row, error=None):
     check = result.get("check")
     if isinstance(check, dict):
         found += _findings.check(check, row["check"])
+    found += _box.findings(row.get("box"))
     judged = _d(_d(row["check"]).get("judged"))
     if isinstance(result.get("doctor"), dict):
         found += _findings.doctor(row["doctor"], judged.get("where") if judged.get("named") else None)

@@ -30,6 +30,7 @@ import re
 import tempfile
 
 from .. import values as _values
+from . import judge as _judge
 
 SCHEMA = 1
 FILE_NAME = "history.json"  # beside the run folders: <report root>/history.json
@@ -42,7 +43,14 @@ CHECK_ITEM = (CHECK_KEY, "known-bad list / GPU swaps")  # the report's checklist
 CODE_SWAPPED = "gpu_swapped"
 CODE_MACHINE = "machine_changed"
 CODE_KNOWN_BAD = "known_bad"
-SEVERITY = {CODE_SWAPPED: "warning", CODE_MACHINE: "warning", CODE_KNOWN_BAD: "error"}
+# A machine (or rental) whose storage or network the pre-check measured slow in an earlier run (issue 51): a warning
+# with the date and the figures; this run's own measurement, where there is one, is what the verdict reads.
+CODE_MEASURED_SLOW = "measured_slow_before"
+SEVERITY = {CODE_SWAPPED: "warning", CODE_MACHINE: "warning", CODE_KNOWN_BAD: "error", CODE_MEASURED_SLOW: "warning"}
+# The storage and network figures a host entry keeps (``box``: the report row's, judgement/box.py), and the findings
+# that say "measured slow" (judge.BOX_SLOW_CODES).
+BOX_FIGURES = (("disk", "rand_read_mb_s"), ("disk", "read_mb_s"), ("disk", "write_mb_s"), ("download", "mb_s"),
+               ("upload", "mb_s"), ("torch_files", "total_s"))
 # The judgement's code for a flag on the same rental (the box flagged before and still rented): present, more
 # specific diagnoses outrank it (judgement.OUTRANKS).
 CODE_FLAGGED_BEFORE = "flagged_before"
@@ -442,6 +450,63 @@ def _known_bad_findings(index, entry, gpus, machine_id, rental, level=None):
     return out
 
 
+def _box_record(h, at):
+    """What a host entry keeps of a report row's storage and network (``box``): when, the figures, and the lines of
+    the findings that say it measured slow (judge.BOX_SLOW_CODES); None for a row without that evidence."""
+    box = h.get("box")
+    if not isinstance(box, dict):
+        return None
+    figures = {}
+    for part, key in BOX_FIGURES:
+        value = _values.number(_dict(box.get(part)).get(key))
+        if value is not None:
+            figures["%s_%s" % (part, key)] = value
+    listing = {k: v for k, v in _dict(box.get("listing")).items() if v is not None}
+    slow = [_text(f.get("text")) for f in _list(h.get("judgement"))
+            if isinstance(f, dict) and f.get("code") in _judge.BOX_SLOW_CODES and not f.get("outranked_by")]
+    return {"measured_at": at, "data_path": box.get("data_path"), "fstype": box.get("fstype"), "figures": figures,
+            "listing": listing, "slow": slow[:LIMITS["reasons"]]}
+
+
+def _slow_index(known):
+    """{rental or machine key: host entry} of the hosts whose last storage and network record measured slow."""
+    index = {}
+    for entry in known.values():
+        if not isinstance(entry, dict) or not _list(_dict(entry.get("box")).get("slow")):
+            continue
+        index.setdefault(_rental_key(entry.get("provider"), _ident(entry.get("provider_id")), entry.get("host")),
+                         entry)
+        if _ident(entry.get("machine_id")) is not None:
+            index.setdefault(_machine_key(entry.get("provider"), _ident(entry["machine_id"])), entry)
+    return index
+
+
+def _slow_findings(index, h, machine_id, rental):
+    """"measured slow on <date>: ..." for a host whose machine (another rental) or own rental measured slow in an
+    earlier run. The same rental's earlier figures are said only when this run measured nothing of its own: a fresh
+    measurement is the evidence then."""
+    own = isinstance(h.get("box"), dict)
+    seen, out = set(), []
+    keys = [rental] + ([_machine_key(h.get("provider"), machine_id)] if machine_id is not None else [])
+    for key in keys:
+        entry = index.get(key)
+        if entry is None or id(entry) in seen:
+            continue
+        seen.add(id(entry))
+        same = _rental_key(entry.get("provider"), _ident(entry.get("provider_id")), entry.get("host")) == rental
+        if same and own:
+            continue
+        box = _dict(entry.get("box"))
+        where = "" if same else " on %s" % _box_text({"host": entry.get("host"), "provider": entry.get("provider"),
+                                                      "provider_id": _ident(entry.get("provider_id")),
+                                                      "machine_id": _ident(entry.get("machine_id"))})
+        message = "measured slow on %s%s: %s" % (_day(box.get("measured_at")), where,
+                                                 "; ".join(_text(s) for s in _list(box.get("slow"))))
+        out.append(_finding(CODE_MEASURED_SLOW, message, matched=[key], since=box.get("measured_at"),
+                            was_host=entry.get("host"), figures=_dict(box.get("figures"))))
+    return out
+
+
 def _not_kept():
     reason = "no GPU history given to the report (scripts/fleet-report --history; playbooks/report.yml passes it)"
     return {"status": "unknown", "summary": "no GPU history kept", "reason": reason}
@@ -475,6 +540,7 @@ def assess(history, hosts):
         return [(h, {"findings": [], "check": _not_kept()}) for h in hosts]
     index = _bad_index(history)
     known = history.get("hosts") or {}
+    slow = _slow_index(known)
     out = []
     for h in hosts:
         try:
@@ -487,6 +553,7 @@ def assess(history, hosts):
             findings += _known_bad_findings(index, {"host": name, "provider": h.get("provider"),
                                                     "provider_id": _ident(h.get("provider_id"))},
                                             gpus, machine_id, rental, evidence_level(h))
+            findings += _slow_findings(slow, h, machine_id, rental)
             out.append((h, {"findings": findings, "check": _check(findings, prev, gpus, h.get("action"))}))
         except Exception as exc:  # defensive: odd history data must not sink the fleet report
             reason = "GPU history could not be read for this host: %r" % exc
@@ -549,6 +616,9 @@ def update(history, summary, now=None, limits=None):
                  "first_seen": prev.get("first_seen") or at, "last_seen": at, "last_status": h.get("status"),
                  "last_action": h.get("action"), "last_reasons": reasons[:lim["reasons"]],
                  "gpus": gpus or _list(prev.get("gpus")), "gpus_seen_at": at if gpus else prev.get("gpus_seen_at")}
+        box = _box_record(h, at) or (_dict(prev.get("box")) if provider_id == _ident(prev.get("provider_id")) else None)
+        if box:
+            entry["box"] = box
         hosts[name] = entry
         where = {"host": name, "provider": provider, "provider_id": provider_id, "machine_id": machine_id,
                  "last_seen": at}

@@ -33,7 +33,7 @@ KEEP = "keep"
 # ``check.steps``; a failed step is recorded by its number, 1-based). The one list: the report's findings, these
 # lines and tests/unit/test_check_steps.py (which reads check.yml) take the names from here. A new step is
 # check.yml's tasks plus one entry here.
-CHECK_STEPS = ("connect", "environment", "probe")
+CHECK_STEPS = ("connect", "environment", "probe", "box")
 
 # Worst first: the worst action any finding calls for is the host's action.
 ACTION_ORDER = (ACTION_RETURN, ACTION_RESTART, ACTION_REBOOT, ACTION_FIX, ACTION_CHECK)
@@ -70,6 +70,21 @@ FIX_HERE_CODES = frozenset([
     "wrong_variant_for_driver", "arch_missing_from_wheel", "libcudart_not_found", "nvidia_uvm_not_loaded",
     "device_nodes_missing", "error_802_fabric_manager", "persistence_mode_off",
 ])
+# The pre-check's storage and network findings (judgement/box.py, issue 51), by what they say. Measured far below the
+# listing calls for the provider (``BOX_RETURN_CODES``); every other one is a note (severity info) that never changes
+# keep on its own. ``BOX_SLOW_CODES``: measured slow, what the GPU history records and says when the machine comes
+# back (history.py).
+BOX_CODES = {
+    "disk_below_listing": "box_disk_below_listing", "download_below_listing": "box_download_below_listing",
+    "upload_below_listing": "box_upload_below_listing", "disk_slow": "box_disk_slow",
+    "disk_write_slow": "box_disk_write_slow", "download_slow": "box_download_slow",
+    "torch_files_slow": "box_torch_files_slow", "free_space_low": "box_free_space_low", "dns": "box_dns",
+    "no_egress": "box_no_egress", "unmeasured": "box_unmeasured", "unreadable": "box_evidence_unreadable",
+}
+BOX_RETURN_CODES = frozenset(BOX_CODES[k] for k in ("disk_below_listing", "download_below_listing",
+                                                    "upload_below_listing"))
+BOX_SLOW_CODES = BOX_RETURN_CODES | frozenset(BOX_CODES[k] for k in ("disk_slow", "disk_write_slow", "download_slow",
+                                                                     "torch_files_slow"))
 # Health codes whose remedy is a GPU reset or a reboot of the machine (a pending page retirement or row remap, the
 # driver's "reset required"): the renter of a VM or a machine reboots it, the renter of a container cannot.
 MACHINE_RESTART_CODES = frozenset(["retired_pages_pending", "row_remap_pending", "gpu_reset_required"])

@@ -73,6 +73,10 @@ def populate(plugin, provider, records, statuses=None, name_regex=None, ready_gr
             inventory.add_host(host, group=group)
         for var, value in host_vars(rec).items():
             inventory.set_variable(host, var, value)
+        # What the provider lists beside the GPU (gpufleet_listing_*: disk read MB/s, network Mbit/s, disk GB, whose
+        # figures; docs/inventories.md), where the provider's record has it.
+        for var, value in sorted((rec.get("listing") or {}).items()):
+            inventory.set_variable(host, var, value)
         if api_url:
             inventory.set_variable(host, "gpufleet_provider_api_url", shown_url(api_url))
         hostvars = inventory.get_host(host).get_vars()

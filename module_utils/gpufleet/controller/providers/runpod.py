@@ -97,10 +97,31 @@ def runpod_record(pod):
     if price is None:
         price = _number(p, pod, "costPerHr", where)
     mid = _get(p, pod, "machineId", (str, int), where)
+    listing = runpod_listing(machine, where)
     return _record(
         p, ident, machine_id=None if mid is None else str(mid), label=_get(p, pod, "name", (str,), where),
         status=status, status_message=_get(p, pod, "lastStatusChange", (str,), where), state=state, reason=reason,
         ssh=ssh, route=route, proxy=proxy, price_per_hour=price, gpu_count=count, gpu_model=model,
         region=_get(p, pod, "dataCenterId", (str,), where),
         extra={"cloud": _get(p, pod, "cloud", (str,), where),
-               "cuda_version": _get(p, pod, "cudaVersion", (str,), where)})
+               "cuda_version": _get(p, pod, "cudaVersion", (str,), where)},
+        listing=listing)
+
+
+def runpod_listing(machine, where):
+    """The gpufleet_listing_* variables of one pod's machine (what RunPod lists beside the GPU; how RunPod measures
+    it is not published): diskThroughputMBps (MB/s), maxDownloadSpeedMbps and maxUploadSpeedMbps (Mbit/s), units as
+    runpod/docs api-reference/openapi.json names them. A field that is absent, null or not above 0 sets nothing."""
+    p = "runpod"
+    fields = (("diskThroughputMBps", "gpufleet_listing_disk_read_mb_s"),
+              ("maxDownloadSpeedMbps", "gpufleet_listing_net_down_mbit"),
+              ("maxUploadSpeedMbps", "gpufleet_listing_net_up_mbit"))
+    out, said = {}, []
+    for key, var in fields:
+        value = _number(p, machine, key, where)
+        if value is not None and value > 0:
+            out[var] = value
+            said.append("machine.%s" % key)
+    if out:
+        out["gpufleet_listing_source"] = "RunPod %s" % "/".join(said)
+    return out

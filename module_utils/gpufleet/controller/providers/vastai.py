@@ -83,6 +83,31 @@ def vast_ssh(inst, where="instance"):
     return None, None
 
 
+# vast.ai's inet_down / inet_up are Mibit/s (the host daemon converts Ookla's bytes/s as x8/2^20; the CLI says "Mb/s"):
+# x 1.048576 gives Mbit/s (10^6 bit/s), the unit of gpufleet_listing_net_*. disk_bw is MB/s (a random 32 KiB read,
+# 16 jobs at queue depth 64, on the host's docker disk), disk_space GB. Source: shared/reference/renter-disk-network.md
+# section 1 (vast-cli offers.py l.85-108; the host daemon's script).
+MIBIT_TO_MBIT = 1.048576
+
+
+def vast_listing(inst, where):
+    """The gpufleet_listing_* variables of one instance (what vast.ai lists beside the GPU, self-reported by the
+    host): a field that is absent, null or not above 0 sets nothing."""
+    p = "vastai"
+    fields = (("disk_bw", "gpufleet_listing_disk_read_mb_s", 1.0), ("inet_down", "gpufleet_listing_net_down_mbit",
+              MIBIT_TO_MBIT), ("inet_up", "gpufleet_listing_net_up_mbit", MIBIT_TO_MBIT),
+              ("disk_space", "gpufleet_listing_disk_gb", 1.0))
+    out, said = {}, []
+    for key, var, factor in fields:
+        value = _number(p, inst, key, where)
+        if value is not None and value > 0:
+            out[var] = round(value * factor, 1)
+            said.append(key)
+    if out:
+        out["gpufleet_listing_source"] = "vast.ai %s" % "/".join(said)
+    return out
+
+
 def vast_record(inst):
     p = "vastai"
     ident = _get(p, inst, "id", (int, str), "an instance", required=True)
@@ -115,4 +140,5 @@ def vast_record(inst):
         gpu_count=_get(p, inst, "num_gpus", (int,), where), gpu_model=gpu_model,
         extra={"driver_version": _get(p, inst, "driver_version", (str,), where),
                "cuda_max_good": _number(p, inst, "cuda_max_good", where),
-               "image_runtype": _get(p, inst, "image_runtype", (str,), where)})
+               "image_runtype": _get(p, inst, "image_runtype", (str,), where)},
+        listing=vast_listing(inst, where))

@@ -51,6 +51,17 @@ OUTPUT_FILES = {
 # docs/history.md).
 CHECK_ITEMS = _checkitem.ITEMS + (_history.CHECK_ITEM,)
 CHECK_STATUSES = _checkitem.STATUSES
+_EMPTY = {}  # read only
+# Items only some hosts have (checkitem.OPTIONAL_ITEMS: storage and network, where the pre-check measured them).
+OPTIONAL_CHECK_ITEMS = _checkitem.OPTIONAL_ITEMS
+
+
+def check_items(hosts):
+    """The checklist items a fleet's report shows: ``CHECK_ITEMS``, then each optional item that some host of
+    ``hosts`` has (a fleet without such evidence shows the items it always did)."""
+    extra = tuple((key, label) for key, label in OPTIONAL_CHECK_ITEMS
+                  if any(key in (h.get("checklist") or _EMPTY) for h in hosts))
+    return CHECK_ITEMS + extra if extra else CHECK_ITEMS
 
 
 class ReportInputError(Exception):
@@ -77,6 +88,3 @@ def _now_iso(now=None):
     if isinstance(now, datetime.datetime):
         return now.replace(microsecond=0).isoformat()
     return str(now)
-
-
-_EMPTY = {}  # read only

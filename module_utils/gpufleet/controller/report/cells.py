@@ -7,7 +7,18 @@ Cells are plain text: each template escapes them for its format.
 """
 
 from ..checklist import capacity as _capacity
-from ._common import _EMPTY, CHECK_ITEMS, CHECK_MODE_BANNER, CHECK_STATUSES, STATUSES, _d, _l, _round, _text
+from ._common import (
+    _EMPTY,
+    CHECK_ITEMS,
+    CHECK_MODE_BANNER,
+    CHECK_STATUSES,
+    STATUSES,
+    _d,
+    _l,
+    _round,
+    _text,
+    check_items,
+)
 
 
 def _fmt_mem(mib):
@@ -100,7 +111,8 @@ def _check_cell(h, key):
 
 def _check_count_rows(s):
     counts = s["totals"].get("checklist") or {}
-    return [[label] + [str((counts.get(key) or {}).get(st, 0)) for st in CHECK_STATUSES] for key, label in CHECK_ITEMS]
+    return [[label] + [str((counts.get(key) or {}).get(st, 0)) for st in CHECK_STATUSES]
+            for key, label in check_items(s["hosts"])]
 
 
 def _security_rows(hosts):
@@ -248,6 +260,12 @@ def _environment_rows(hosts):
 
 
 BAD_HEADERS = ["host", "status", "provider", "action", "reasons"]
+# Above the storage and network table (columns.BOX_COLUMNS), where some host has that evidence.
+BOX_NOTE = ("What the renter pays for beside the GPU, as the pre-check (playbooks/check.yml) measured it on the "
+            "data path, against the provider's listing (self-reported by the host): disk read at random 32 KiB "
+            "against the listing's disk figure (sequential only where no random figure was made), one download "
+            "stream against the listing's Mbit/s. Far below the listing the box is to be returned; slow without a "
+            "listing is a note.")
 SECURITY_HEADERS = ["host", "severity", "status", "finding", "fix gpufleet applies", "source"]
 
 
@@ -262,14 +280,14 @@ def shared_context(s, listed, check_total):
         "checklist": bool(listed), "check_note": _CHECK_NOTE,
         "check_count_headers": ["item"] + list(CHECK_STATUSES), "check_counts": _check_count_rows(s),
         "check_listed": len(listed), "check_total": check_total,
-        "check_headers": ["host", "status"] + [label for _unused, label in CHECK_ITEMS],
+        "check_headers": ["host", "status"] + [label for _unused, label in check_items(s["hosts"])],
         "capacity_rules": _capacity_rules(),
         "security_headers": SECURITY_HEADERS, "security": _security_rows(listed),
         "gate_other_headers": _GATE_OTHER_HEADERS, "gate_other": _gate_other_rows(s),
         "remediation_headers": _REMEDIATION_HEADERS,
         "remediation": [[h["host"]] + _remediation_cells(r) for h, r in remediations if isinstance(r, dict)],
         "environment_headers": ENVIRONMENT_HEADERS, "environments": environments,
-        "environment_total": environment_total,
+        "environment_total": environment_total, "box_note": BOX_NOTE,
         "warnings": s["warnings"], "what_to_do": _what_to_do(s),
     }
 

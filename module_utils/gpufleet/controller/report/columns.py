@@ -12,8 +12,9 @@ checklist) and the host tables' frame (host and status first, reasons and verdic
 import collections
 import operator
 
+from ..judgement import door as _door
 from . import cells as _cells
-from ._common import CHECK_ITEMS, _text
+from ._common import _EMPTY, CHECK_ITEMS, OPTIONAL_CHECK_ITEMS, _text
 from .model import facts_time_text
 
 CSV, HTML, MD = "csv", "html", "md"
@@ -124,6 +125,162 @@ HOST_COLUMNS = [
     host_column("facts_read_at", "facts read at", cell=facts_time_text),
     host_column("facts_read_at_source"),
 ]
+
+
+# The storage and network group (issue 51: the pre-check's ``gpu_check.box`` against the listing, the host row's
+# ``box``, judgement/box.py): shown only where some host of the fleet has that evidence (``box_shown``), so a fleet
+# without it is reported as before. fleet.csv adds these columns after the checklist's; fleet.html and fleet.md show
+# them in a "Storage and network" table, one row per host with the evidence. Same row shape as HOST_COLUMNS; cell(h)
+# and csv(h) read ``h["box"]``.
+def _box_part(h, name):
+    return (h.get("box") or _EMPTY).get(name) or _EMPTY
+
+
+def _rate_cell(value, listing=None, unit="MB/s"):
+    if value is None:
+        return "not measured"
+    said = "%s %s" % (_door.box_text.mb_s(value), unit)
+    return said + (" (listing %s)" % listing if listing else "")
+
+
+def _disk_read_cell(h):
+    disk = _box_part(h, "disk")
+    read, how = _door.box_text.disk_read_used(disk)
+    if read is None:
+        return disk.get("error") or "not measured"
+    claim = _box_part(h, "listing").get("disk_read_mb_s")
+    threads = disk.get("rand_threads")
+    how = how + (" x%s" % _text(threads) if threads and disk.get("rand_read_mb_s") is not None else "")
+    return "%s %s%s" % (_rate_cell(read), how, " (listing %s MB/s)" % _door.box_text.mb_s(claim) if claim else "")
+
+
+def _disk_write_cell(h):
+    disk = _box_part(h, "disk")
+    if disk.get("write_mb_s") is None:
+        return disk.get("error") or "not measured"
+    return _rate_cell(disk["write_mb_s"]) + (" (%s)" % disk["method"] if disk.get("method") else "")
+
+
+def _transfer_cell(h, name, key):
+    t = _box_part(h, name)
+    if not t:
+        return "not measured"
+    if t.get("mb_s") is None:
+        return t.get("error") or "not measured"
+    claim = _box_part(h, "listing").get(key)
+    return "%s (%s Mbit/s)%s%s" % (_rate_cell(t["mb_s"]), _door.box_text.mbit(t["mb_s"] * 8),
+                                   " from %s" % t["host"] if t.get("host") and name == "download" else "",
+                                   "; listing %s Mbit/s" % _door.box_text.mbit(claim) if claim else "")
+
+
+def _path_cell(h):
+    box = h.get("box") or _EMPTY
+    path = box.get("data_path") or "?"
+    return "%s (%s)" % (path, box.get("fstype") or "?")
+
+
+def _gb(n):
+    """Bytes as GB: whole above 10 GB, one decimal below (a small volume does not read "0 GB")."""
+    return "{:,.0f}".format(n / 1e9) if n >= 1e10 else "%.1f" % (n / 1e9)
+
+
+def _space_cell(h):
+    box = h.get("box") or _EMPTY
+    free, total, claim = box.get("free_bytes"), box.get("total_bytes"), _box_part(h, "listing").get("disk_gb")
+    if free is None:
+        return "not measured"
+    said = "%s GB free" % _gb(free)
+    if total:
+        said += " of %s GB" % _gb(total)
+    return said + ("; listing %s GB" % "{:,.0f}".format(claim) if claim else "")
+
+
+def _files_cell(h):
+    tf = _box_part(h, "torch_files")
+    if tf.get("total_s") is None:
+        return tf.get("error") or "not measured"
+    return "%s files in %s s (p90 %s ms)" % (
+        _door.box_text.count(tf.get("files")), _text(round(tf["total_s"], 2)), _text(tf.get("p90_ms")) or "?")
+
+
+def _dns_cell(h):
+    said = []
+    for e in (h.get("box") or _EMPTY).get("dns") or ():
+        if e.get("ok") is False:
+            said.append("%s failed" % e["name"])
+        else:
+            said.append("%s %s ms" % (e["name"], _text(round(e["ms"])) if e.get("ms") is not None else "?"))
+    return "; ".join(said) or "not measured"
+
+
+_OPTIONAL_BOX = OPTIONAL_CHECK_ITEMS[0][0]
+
+
+def _box_item_cell(h):
+    item = (h.get("checklist") or _EMPTY).get(_OPTIONAL_BOX) or _EMPTY
+    return "%s: %s" % (item.get("status") or "unknown", _text(item.get("summary")))
+
+
+def _box_csv(name, key):
+    return lambda h: _box_part(h, name).get(key)
+
+
+BOX_COLUMNS = [
+    host_column("box_data_path", "data path", cell=_path_cell, csv=lambda h: (h.get("box") or _EMPTY).get("data_path")),
+    host_column("box_fstype", csv=lambda h: (h.get("box") or _EMPTY).get("fstype")),
+    host_column("box_free_bytes", "free space", cell=_space_cell,
+                csv=lambda h: (h.get("box") or _EMPTY).get("free_bytes"), css="num"),
+    host_column("box_disk_read_mb_s", "disk read", cell=_disk_read_cell,
+                csv=lambda h: _door.box_text.disk_read_used(_box_part(h, "disk"))[0], css="num"),
+    host_column("box_disk_read_kind", csv=lambda h: "random_%skib" % _text(_box_part(h, "disk").get("rand_block_kib"))
+                if _box_part(h, "disk").get("rand_read_mb_s") is not None else
+                "sequential" if _box_part(h, "disk").get("read_mb_s") is not None else None),
+    host_column("box_disk_seq_read_mb_s", csv=_box_csv("disk", "read_mb_s")),
+    host_column("box_disk_write_mb_s", "disk write", cell=_disk_write_cell, csv=_box_csv("disk", "write_mb_s"),
+                css="num"),
+    host_column("box_listing_disk_read_mb_s", csv=_box_csv("listing", "disk_read_mb_s")),
+    host_column("box_torch_files_s", "small files (import torch)", cell=_files_cell,
+                csv=_box_csv("torch_files", "total_s")),
+    host_column("box_dns", "DNS", cell=_dns_cell, csv=lambda h: _dns_cell(h) if h.get("box") else None),
+    host_column("box_download_mb_s", "download", cell=lambda h: _transfer_cell(h, "download", "net_down_mbit"),
+                csv=_box_csv("download", "mb_s"), css="num"),
+    host_column("box_upload_mb_s", "upload", cell=lambda h: _transfer_cell(h, "upload", "net_up_mbit"),
+                csv=_box_csv("upload", "mb_s"), css="num"),
+    host_column("box_listing_net_down_mbit", csv=_box_csv("listing", "net_down_mbit")),
+    host_column("box_listing_net_up_mbit", csv=_box_csv("listing", "net_up_mbit")),
+    host_column("box_listing_source", "listing", (HTML, MD, CSV), cell=lambda h: _text(
+        _box_part(h, "listing").get("source")) or "none", csv=_box_csv("listing", "source")),
+    host_column(None, "storage and network", PAGE, cell=_box_item_cell),
+]
+
+
+def box_shown(hosts):
+    """True when some host of ``hosts`` has storage and network evidence (the group's columns are shown)."""
+    return any(h.get("box") for h in hosts)
+
+
+def box_headers(fmt):
+    """The "Storage and network" table's headers in ``fmt`` (HTML or MD): host, then the group's columns."""
+    return ["host"] + [c.label for c in of(fmt, BOX_COLUMNS)]
+
+
+def box_rows(fmt, hosts):
+    """Per host with storage and network evidence: [host, the group's cells] in ``fmt``; in HTML each cell is
+    (css class or None, text)."""
+    cols = of(fmt, BOX_COLUMNS)
+    for h in hosts:
+        if not h.get("box"):
+            continue
+        cells = [(c.css, c.cell(h)) if fmt == HTML else c.cell(h) for c in cols]
+        yield [h["host"]] + cells
+
+
+def csv_box_values():
+    """(fleet.csv's storage and network column names, values(host row) -> their raw values)."""
+    cols = of(CSV, BOX_COLUMNS)
+    getters = [c.csv for c in cols]
+    return tuple(c.key for c in cols), lambda h: [get(h) for get in getters]
+
 
 # fleet.csv's columns after the GPU part (a host without GPUs has its GPU part empty).
 CSV_TAIL = ("host_reasons", "verdict")

@@ -218,7 +218,9 @@ def _host_entry(result):
 
 def _evidence_rows(result, facts):
     """The row's evidence part (its keys are the blank row's, so the row keeps its key order): the GPU rows with
-    their gate results and what they add up to, the gate results of no GPU row, the check and doctor records."""
+    their gate results and what they add up to, the gate results of no GPU row, the check and doctor records; and
+    ``box`` (the pre-check's storage and network against the listing, judgement/box.py) only where the pre-check
+    measured them."""
     shown = {"gpus": [], "gpu_models": {}, "gpu_count": 0, "memory_total_mib": 0, "peak_bf16_tflops": None,
              "measured_tflops": None, "gate_other": [], "check": None, "doctor": None}
     gpus = [g for g in _l(facts.get("gpus")) if isinstance(g, dict)]
@@ -229,6 +231,9 @@ def _evidence_rows(result, facts):
     doctor = result.get("doctor")
     if isinstance(doctor, dict):
         shown["doctor"] = _doctor_record(doctor)
+    box = _door.read_box(result)
+    if box is not None:  # only where the pre-check measured storage and network: other rows stay as they were
+        shown["box"] = box
     return shown
 
 

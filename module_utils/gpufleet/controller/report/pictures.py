@@ -14,7 +14,7 @@ an ``aria-label`` and a ``data-picture`` name a test can find:
 Each picture lists at most a fixed number of rows or marks (below) and says how many it shows.
 """
 
-from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _text
+from ._common import _EMPTY, STATUSES, _text, check_items
 from .cells import _checklist_hosts
 
 # Caps: the page stays readable and small at 10,000 hosts (fleet.json / fleet.csv have everything).
@@ -156,25 +156,26 @@ def checklist_picture(s, listed=None, total=None):
     if not listed:
         return None
     listed = listed[:GRID_ROWS]
+    shown = check_items(s["hosts"])
     cell, left, head = 16, 200, 160
     columns = [{"key": key, "label": label, "x": left + i * cell + cell // 2} for i, (key, label) in
-               enumerate(CHECK_ITEMS)]
+               enumerate(shown)]
     rows = []
     for r, h in enumerate(listed):
         items = h.get("checklist") or _EMPTY
         y = head + r * cell
         cells = []
-        for i, (key, label) in enumerate(CHECK_ITEMS):
+        for i, (key, label) in enumerate(shown):
             st = (items.get(key) or _EMPTY).get("status")
             st = st if st in ("ok", "warn", "fail") else "unknown"
             cells.append({"x": left + i * cell, "status": st, "key": key,
                           "title": "%s \u2014 %s: %s" % (h["host"], label, st)})
         rows.append({"host": h["host"], "label": _cut(h["host"], 26), "y": y, "cells": cells})
-    return {"name": "checklist", "width": left + len(CHECK_ITEMS) * cell + 120, "height": head + len(rows) * cell + 8,
+    return {"name": "checklist", "width": left + len(shown) * cell + 120, "height": head + len(rows) * cell + 8,
             "cell": cell, "left": left, "head": head, "columns": columns, "rows": rows, "hosts": total,
             "shown": len(rows),
             "label": "Renter's checklist: %d host(s) by %d item(s), ok / warn / fail / unknown; %d of %d host(s) shown"
-                     % (len(rows), len(CHECK_ITEMS), len(rows), total)}
+                     % (len(rows), len(shown), len(rows), total)}
 
 
 def pictures(s, listed=None, total=None):

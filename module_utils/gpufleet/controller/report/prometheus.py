@@ -1,6 +1,8 @@
 """gpufleet.prom: the one Prometheus writer (node_exporter textfile collector; schema in docs/metrics.md)."""
 
 import datetime
+import json
+from pathlib import Path
 
 from ._common import _INF, STATUSES, _num, _text
 from .summary import _DRIFT_FIELDS, _as_summary
@@ -10,37 +12,12 @@ from .summary import _DRIFT_FIELDS, _as_summary
 # under names the exporter never writes (gpufleet_host_*, gpufleet_fleet_*, gpufleet_report_*), so one
 # Prometheus holds one label set per name. Host-level series keep the file small: about 0.9 KiB per
 # host, under 10 MiB at 10,000 hosts (scripts/bench-report prints it).
-# (name, type, labels, help); labels are the whole label set of every sample of that name.
-_METRICS = (
-    ("gpufleet_host_up", "gauge", ("host",), "1 if the host was reached by the report playbook."),
-    ("gpufleet_host_status", "gauge", ("host", "status"), "The host's current status as a label; always 1."),
-    ("gpufleet_host_simulated", "gauge", ("host",), "1 if the host's GPU facts come from a simulation (test double)."),
-    ("gpufleet_host_gpus", "gauge", ("host",), "GPUs reported by the host."),
-    ("gpufleet_host_gpus_lost", "gauge", ("host",), "GPUs of the host that are lost (fallen off the bus)."),
-    ("gpufleet_host_gpus_by_model", "gauge", ("host", "name"), "GPUs of the host by model name."),
-    ("gpufleet_host_price_per_hour_dollars", "gauge", ("host",), "Rental price of the host per hour."),
-    ("gpufleet_host_peak_bf16_tflops", "gauge", ("host",),
-     "Vendor peak dense BF16 TFLOPS of the host's GPUs together."),
-    ("gpufleet_host_health_findings", "gauge", ("host", "severity"),
-     "Health findings of the host and its GPUs by severity (critical and warning always, info and unknown when > 0)."),
-    ("gpufleet_host_version_drift", "gauge", ("host", "field"),
-     "1 if the host's driver (field=driver_version) or CUDA driver version (field=cuda_driver_version)"
-     " differs from the fleet's most common one."),
-    ("gpufleet_host_gate_fraction_of_expected", "gauge", ("host", "test"),
-     "Gate benchmark result of the host's weakest GPU as a fraction of the expected figure."),
-    ("gpufleet_host_gate_passed", "gauge", ("host", "test"),
-     "1 if every GPU of the host passed the gate test, 0 if one failed."),
-    ("gpufleet_fleet_hosts", "gauge", ("status",), "Hosts in the fleet report by status."),
-    ("gpufleet_fleet_gpus", "gauge", ("name",), "GPUs in the fleet by model name."),
-    ("gpufleet_fleet_gpus_usable", "gauge", (), "GPUs that answer, on hosts whose status is ok or degraded."),
-    ("gpufleet_fleet_price_per_hour_dollars", "gauge", (), "Rental price of the hosts with a known price, per hour."),
-    ("gpufleet_fleet_dollars_per_peak_tflop_hour", "gauge", (),
-     "Dollars per vendor-peak BF16 TFLOP-hour, over hosts with a price and a peak figure."),
-    ("gpufleet_fleet_dollars_per_measured_tflop_hour", "gauge", (),
-     "Dollars per measured (gate) BF16 TFLOP-hour, over hosts with a price and a measurement."),
-    ("gpufleet_report_timestamp_seconds", "gauge", (), "When the fleet report was generated (Unix time)."),
-)
-PROMETHEUS_METRICS = {name: (kind, labels, text) for name, kind, labels, text in _METRICS}
+# The schema is data, metrics.json beside this file, read once: {name: (type, labels, help)} in the file's
+# order, which is the order the metrics are written in; labels are the whole label set of every sample of
+# that name.
+SCHEMA = Path(__file__).with_name("metrics.json")
+PROMETHEUS_METRICS = {m["name"]: (m["type"], tuple(m["labels"]), m["help"])
+                      for m in json.loads(SCHEMA.read_text(encoding="utf-8"))["metrics"]}
 _SEVERITIES = ("critical", "warning", "info", "unknown")
 
 
@@ -106,10 +83,10 @@ _STATUS_LABELS = [(st, ',status="%s"' % st) for st in STATUSES]
 
 
 def _prom_samples(s):
-    """Every sample as (metric, [line]), in _METRICS order. A host name seen before (two result
+    """Every sample as (metric, [line]), in the schema's order. A host name seen before (two result
     files for one host) is written once, the first one wins, so no series repeats. Each label value
     is escaped once per host, not once per sample."""
-    out = {name: [] for name, _unused, _unused, _unused in _METRICS}
+    out = {name: [] for name in PROMETHEUS_METRICS}
     t = s["totals"]
     drifting = _drifting(s)
     drift_fields = [field for field, _unused, usual in _DRIFT_FIELDS if t.get(usual) is not None]
@@ -121,8 +98,7 @@ def _prom_samples(s):
         hosts_seen.add(hl)
         _host_samples(out, h, hl, drifting, drift_fields)
     _fleet_samples(out, t, s["generated_at"])
-    for name, _unused, _unused, _unused in _METRICS:
-        yield name, out[name]
+    yield from out.items()
 
 
 def _host_samples(out, h, hl, drifting, drift_fields):
@@ -165,6 +141,48 @@ def _host_samples(out, h, hl, drifting, drift_fields):
         tl = ',test="%s"' % prom_escape(test)
         put("gpufleet_host_gate_fraction_of_expected", low, tl)
         put("gpufleet_host_gate_passed", passed, tl)
+    if h.get("box"):
+        _box_samples(put, h)
+
+
+_MB = 1e6
+# Which finding says a figure is far below its listing (judgement BOX_RETURN_CODES), by the kind label.
+_BELOW = (("disk_read", "box_disk_below_listing"), ("download", "box_download_below_listing"),
+          ("upload", "box_upload_below_listing"))
+
+
+def _bps(mb_s):
+    return None if _num(mb_s) is None else round(mb_s * _MB)
+
+
+def _box_samples(put, h):
+    """The storage and network samples of a host with that evidence (the row's ``box``)."""
+    box = h["box"]
+    disk = box.get("disk") or {}
+    if disk.get("rand_read_mb_s") is not None:
+        put("gpufleet_host_box_disk_read_bytes_per_second", _bps(disk["rand_read_mb_s"]),
+            ',kind="random_%sk"' % prom_escape(disk.get("rand_block_kib") or "unknown"))
+    put("gpufleet_host_box_disk_read_bytes_per_second", _bps(disk.get("read_mb_s")), ',kind="sequential"')
+    put("gpufleet_host_box_disk_write_bytes_per_second", _bps(disk.get("write_mb_s")))
+    put("gpufleet_host_box_download_bytes_per_second", _bps((box.get("download") or {}).get("mb_s")))
+    put("gpufleet_host_box_upload_bytes_per_second", _bps((box.get("upload") or {}).get("mb_s")))
+    listing = box.get("listing") or {}
+    put("gpufleet_host_box_listing_bytes_per_second", _bps(listing.get("disk_read_mb_s")), ',kind="disk_read"')
+    for kind, key in (("download", "net_down_mbit"), ("upload", "net_up_mbit")):
+        mbit = _num(listing.get(key))
+        put("gpufleet_host_box_listing_bytes_per_second", None if mbit is None else round(mbit * _MB / 8),
+            ',kind="%s"' % kind)
+    put("gpufleet_host_box_free_bytes", box.get("free_bytes"))
+    put("gpufleet_host_box_small_files_seconds", (box.get("torch_files") or {}).get("total_s"))
+    seen = set()
+    for e in box.get("dns") or ():
+        name = prom_escape(e.get("name"))
+        if e.get("ok") is not False and _num(e.get("ms")) is not None and name not in seen:
+            seen.add(name)
+            put("gpufleet_host_box_dns_lookup_seconds", e["ms"] / 1000.0, ',name="%s"' % name)
+    codes = {f.get("code") for f in h.get("judgement") or () if not f.get("outranked_by")}
+    for kind, code in _BELOW:
+        put("gpufleet_host_box_below_listing", 1 if code in codes else 0, ',kind="%s"' % kind)
 
 
 def _fleet_samples(out, t, generated_at):

@@ -5,7 +5,7 @@ import csv
 import io
 
 from . import columns as _columns
-from ._common import _EMPTY, CHECK_ITEMS
+from ._common import _EMPTY, CHECK_ITEMS, check_items
 from .summary import _as_summary
 
 
@@ -23,21 +23,35 @@ def _csv_cell(value):
     return text
 
 
-def _check_statuses(h):
+def _check_statuses(h, shown=CHECK_ITEMS):
     checks = h.get("checklist") or _EMPTY
-    return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _unused in CHECK_ITEMS]
+    return [(checks.get(key) or _EMPTY).get("status") or "unknown" for key, _unused in shown]
+
+
+def _extra(hosts):
+    """(the checklist items shown, the optional items' and the storage and network group's column names, values(h)
+    -> the storage and network group's raw values or None): what fleet.csv adds after its usual columns only where
+    some host has that evidence (columns.box_shown; none: the file as before)."""
+    shown = check_items(hosts)
+    names = tuple("check_" + key for key, _unused in shown[len(CHECK_ITEMS):])
+    if not _columns.box_shown(hosts):
+        return shown, names, None
+    box_names, box_values = _columns.csv_box_values()
+    return shown, names + box_names, box_values
 
 
 def csv_rows(data):
     """Rows (dicts keyed by ``csv_columns()``): one per GPU, one per host without GPU details."""
     s = _as_summary(data)
-    columns, gpu_values = _columns.csv_columns(), _columns.csv_values()[1]
-    no_gpu = _columns.csv_host() + _columns.CSV_TAIL + _columns.CSV_CHECK
+    shown, extra, box_values = _extra(s["hosts"])
+    columns, gpu_values = _columns.csv_columns() + extra, _columns.csv_values()[1]
+    no_gpu = _columns.csv_host() + _columns.CSV_TAIL + _columns.CSV_CHECK + extra
     host_values = _columns.csv_host_values()
     rows = []
     for h in s["hosts"]:
         base = host_values(h)
-        tail = ["; ".join(h["reasons"]), h.get("verdict")] + _check_statuses(h)
+        tail = ["; ".join(h["reasons"]), h.get("verdict")] + _check_statuses(h, shown)
+        tail += box_values(h) if box_values else []
         if not h["gpus"]:
             rows.append(dict(zip(no_gpu, base + tail)))
             continue
@@ -63,13 +77,16 @@ def iter_csv(data):
     writer = csv.writer(buf, lineterminator="\n")
     gpu_columns, gpu_values = _columns.csv_values()
     host_values = _columns.csv_host_values()
-    writer.writerow(_columns.csv_columns())
+    shown, extra, box_values = _extra(s["hosts"])
+    writer.writerow(_columns.csv_columns() + extra)
     empty = [""] * len(gpu_columns)
     cell = _csv_cell
     cache = {}
     for n, h in enumerate(s["hosts"], 1):
         base = [cell(v) for v in host_values(h)]
-        reasons = [cell("; ".join(h["reasons"])), cell(h.get("verdict"))] + _check_statuses(h)
+        reasons = [cell("; ".join(h["reasons"])), cell(h.get("verdict"))] + _check_statuses(h, shown)
+        if box_values:
+            reasons += [cell(v) for v in box_values(h)]
         if not h["gpus"]:
             writer.writerow(base + empty + reasons)
         else:

@@ -12,7 +12,7 @@ from ..parallel import chunked
 from . import cells as _cells
 from . import columns as _columns
 from . import pictures as _pictures
-from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text
+from ._common import _EMPTY, CHECK_ITEMS, STATUSES, _d, _l, _text, check_items
 from .cells import produced_by_text
 from .jinja_env import get_template, trusted
 from .summary import _as_summary, one_line
@@ -118,12 +118,13 @@ def _gpu_rows(pick, tests):
         yield h["host"], h["simulated"], h["status"], cells
 
 
-def _checklist_rows(listed):
-    """Per listed host: (host, simulated, status, [(css class or None, text)]) over CHECK_ITEMS."""
+def _checklist_rows(listed, shown=CHECK_ITEMS):
+    """Per listed host: (host, simulated, status, [(css class or None, text)]) over the items ``shown``
+    (check_items: CHECK_ITEMS and the optional ones the fleet has)."""
     for h in listed:
         items = h.get("checklist") or _EMPTY
         cells = []
-        for key, _unused in CHECK_ITEMS:
+        for key, _unused in shown:
             st = (items.get(key) or _EMPTY).get("status") or "unknown"
             cells.append((_CHECK_CLS.get(st), _cells._check_cell(h, key)))
         yield h["host"], h["simulated"], h["status"], cells
@@ -147,7 +148,9 @@ def context(data):
         "usual": (_text(t.get("usual_driver_version")), _text(t.get("usual_cuda_driver_version"))),
         "host_count": len(s["hosts"]), "host_headers": _columns.host_headers(_columns.HTML),
         "host_rows": _host_rows(s["hosts"]),
-        "check_rows": _checklist_rows(listed),
+        "check_rows": _checklist_rows(listed, check_items(s["hosts"])),
+        "box_headers": _columns.box_headers(_columns.HTML),
+        "box_rows": list(_columns.box_rows(_columns.HTML, s["hosts"])) if _columns.box_shown(s["hosts"]) else [],
         "gpu_total": gpu_total, "gpu_listed": len(pick),
         "gpu_headers": ["host", "status"] + _columns.page_headers(_columns.HTML) + ["gate: %s" % x for x in tests],
         "gpu_rows": _gpu_rows(pick, tests),

@@ -4,7 +4,7 @@ filter, jinja_env.py). Python gives the template rows of plain values; the templ
 from ..parallel import chunked
 from . import cells as _cells
 from . import columns as _columns
-from ._common import CHECK_ITEMS
+from ._common import CHECK_ITEMS, check_items
 from .cells import produced_by_text
 from .jinja_env import get_template
 from .summary import _as_summary
@@ -30,9 +30,9 @@ def _gpu_rows(hosts, tests):
                 yield [h["host"]] + cells(h, g, tests, driver)
 
 
-def _checklist_rows(listed):
+def _checklist_rows(listed, shown=CHECK_ITEMS):
     for h in listed:
-        yield [h["host"], h["status"]] + [_cells._check_cell(h, key) for key, _unused in CHECK_ITEMS]
+        yield [h["host"], h["status"]] + [_cells._check_cell(h, key) for key, _unused in shown]
 
 
 def context(data):
@@ -47,7 +47,9 @@ def context(data):
                       b["action"] + (": " + b["return_action"] if b.get("return_action") else ""),
                       "; ".join(b["reasons"])] for b in s["bad_hosts"]],
         "host_headers": _columns.host_headers(_columns.MD), "host_rows": _host_rows(s["hosts"]),
-        "check_rows": _checklist_rows(listed),
+        "check_rows": _checklist_rows(listed, check_items(s["hosts"])),
+        "box_headers": _columns.box_headers(_columns.MD),
+        "box_rows": list(_columns.box_rows(_columns.MD, s["hosts"])) if _columns.box_shown(s["hosts"]) else [],
         "gpu_headers": (["host"] + _columns.page_headers(_columns.MD) + ["gate %s" % t for t in tests]
                         if has_gpus else None),
         "gpu_rows": _gpu_rows(s["hosts"], tests),

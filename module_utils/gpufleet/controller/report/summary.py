@@ -8,13 +8,13 @@ from ..parallel import use_two as _use_two
 from ._common import (
     _BAD_ORDER,
     _EMPTY,
-    CHECK_ITEMS,
     CHECK_MODE_NOTE,
     CHECK_STATUSES,
     SCHEMA,
     STATUSES,
     _l,
     _now_iso,
+    check_items,
 )
 from .load import _inventory_list, _iter_files, _iter_missing, _list_folder
 from .model import _safe_host_summary, apply_decision
@@ -105,10 +105,11 @@ def _totals(hosts):
 
 def _checklist_counts(hosts):
     """Per checklist item, the hosts by its status."""
-    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in CHECK_ITEMS}
+    shown = check_items(hosts)
+    checks = {key: dict.fromkeys(CHECK_STATUSES, 0) for key, _unused in shown}
     for h in hosts:
         items = h.get("checklist") or _EMPTY
-        for key, _unused in CHECK_ITEMS:
+        for key, _unused in shown:
             st = (items.get(key) or _EMPTY).get("status")
             counts = checks[key]
             counts[st if st in counts else "unknown"] += 1
