@@ -21,7 +21,9 @@ description:
   - Network - times C(getaddrinfo) for I(dns_names), each abandoned at I(dns_timeout_s); downloads one stream of
     I(download_url) until I(download_max_bytes) or I(download_max_s); with I(upload_url), uploads one body the same
     way. Proxies are the environment's. A transfer that fails has an error text and a null rate, never 0.
-  - Returns C(box) (docs/box-probe.md). MB is 10^6 bytes. URLs in the result carry no credentials and no query.
+  - Returns C(box) (docs/box-probe.md). MB is 10^6 bytes. URLs in the result carry no credentials and no query;
+    I(download_url) and I(upload_url) are C(no_log) where they carry either. Credentials in a URL are sent to its own
+    scheme, host and port only, never on to where a redirect points.
   - Changes nothing on the host but for the temporary file, which it removes; one it could not remove is listed in
     C(box.left_behind).
 version_added: "1.2.0"
@@ -41,13 +43,16 @@ options:
     type: int
     default: 67108864
   disk_seconds:
-    description: Seconds each disk test may run (write, read, random read, torch's files); less data is used then.
+    description:
+      - Seconds each disk test may run (write, read, random read, torch's files); less data is used then.
+      - Also the limit of I(python)'s answer to where its torch lies (killed past it, the error said).
     type: float
     default: 3
   download_url:
     description:
       - An http or https URL of a large file; only its first I(download_max_bytes) are read. Default, torch's CUDA
         wheel on C(download.pytorch.org), a file the renter fetches anyway. An empty string skips the download.
+      - C(no_log) when it carries credentials or a query (a signed URL); a plain URL is shown as given.
     type: str
   download_max_bytes:
     description: Bytes the download (and the upload) reads or sends at most.
@@ -223,7 +228,7 @@ def probe(p, run, left_behind):
                                   free_bytes=box["free_bytes"])
     box["torch_files"] = None
     if p["python"]:
-        where, error = boxdisk.torch_dir(run, p["python"])
+        where, error = boxdisk.torch_dir(run, p["python"], timeout=p["disk_seconds"])
         if where:
             box["torch_files"] = boxdisk.torch_files(where, cap=p["disk_seconds"])
             box["torch_files"]["fstype"] = boxdisk.where(where, mountinfo)["fstype"]
@@ -246,7 +251,7 @@ def main():
             python=dict(type="path"),
             disk_bytes=dict(type="int", default=64 * 1024 * 1024),
             disk_seconds=dict(type="float", default=3),
-            download_url=dict(type="str"),
+            download_url=dict(type="str", no_log=True),
             download_max_bytes=dict(type="int", default=50000000),
             download_max_s=dict(type="float", default=5),
             upload_url=dict(type="str", no_log=True),
@@ -256,6 +261,10 @@ def main():
         ),
         supports_check_mode=True,
     )
+    for name in ("download_url", "upload_url"):
+        url = module.params[name]
+        if url and not boxnet.has_secret(url):  # nothing to hide: the record's url and the invocation say it whole
+            module.no_log_values.discard(url)
     bad = problems(module.params)
     if bad:
         module.fail_json(msg="box_probe: %s. Nothing was written." % "; ".join(bad))

@@ -313,3 +313,148 @@ def test_keys_never_in_output_or_files(vast, tmp_path):
     with redirect_stdout(out), redirect_stderr(err):
         status, said = bad.create({"id": "1"}, "L", "i", {})
     assert status == "failed" and KEY not in said + out.getvalue() + err.getvalue()
+
+
+# ------------------------------------------------------------------------------------------- review fixes
+def test_a_machine_given_back_is_not_rented_again_through_its_other_offer():
+    # Two offers on one machine (6101), the machine bad: after the first goes back, the second is never rented.
+    table = [(8101, 6101, 0.30), (8102, 6101, 0.31), (8103, 6103, 0.32)]
+    answer = {"offers": [provider_api._vast_offer(i, m, "RTX 5090", 1200, 32607, "580.95.05", 13.0, p, 0.99)
+                         for i, m, p in table]}
+    api = provider_api.ProviderAPI("vastai", {"instances": [], "next_token": None}, key=KEY, offers=answer,
+                                   rentals={str(i): {"port": 2390 + n} for n, (i, _m, _p) in enumerate(table)}).start()
+    try:
+        report = _run(api, _checker({"6101": [HARD]}), want=1)
+    finally:
+        api.stop()
+    status = {r["offer"]: r["status"] for r in report["rentals"]}
+    assert status == {"8101": "returned", "8103": "kept"}, status
+    assert "8102" not in [c["path"].strip("/").split("/")[-1] for c in api.calls if c["method"] == "PUT"]
+
+
+class _Unlisted(acquire.Provider):
+    """A provider that never lists this run's new instances (an eventually consistent list)."""
+
+    def ours(self, run_label):
+        return []
+
+
+def test_an_instance_never_listed_is_marked_return_failed_and_still_billed(vast):
+    api = vast()
+    client = _Unlisted("vastai", api.api_url, KEY, retries=0)
+    ticks = iter(range(0, 100000, 3))
+    lines = []
+    report = acquire.run(_request(want=1, max_rentals=2), {"vastai": client}, _ranked(api), _checker({}),
+                         confirm=True, clock=lambda: next(ticks), sleep=lambda s: None, log=lines.append)
+    status = {r["offer"]: r["status"] for r in report["rentals"]}
+    assert status == {"8101": "return failed", "8102": "return failed"}
+    assert all("not listed" in r["returned_because"] for r in report["rentals"])
+    assert any("return failed: not listed" in line for line in lines)
+    assert "return failed" in acquire.to_markdown(acquire.public(report))
+    assert report["rentals_made"] == 2 and report["stopped"].startswith("budget: max_rentals 2")
+    assert report["fleet_price_per_hour"] == pytest.approx(0.63)  # still billed: counted against the cap
+    assert not [c for c in api.calls if c["method"] == "DELETE"]
+
+
+def test_an_instance_not_listed_during_the_wait_is_looked_up_by_label_and_given_back(vast, monkeypatch):
+    api = vast()
+    monkeypatch.setattr(acquire, "_wait_ready", lambda *a, **kw: set())  # the wait never saw it
+    report = _run(api, _checker({}), want=1, max_rentals=1)
+    assert [(r["status"], r["returned_because"]) for r in report["rentals"]] == [
+        ("returned", "no SSH within the wait")]
+    assert ("DELETE", "/api/v0/instances/3001/") in [(c["method"], c["path"]) for c in api.calls]
+
+
+def _script_argv(api, tmp_path, *extra):
+    return ["--torch", BUILD, "--want", "1", "--providers", "vastai", "--vastai-url", api.offers_url,
+            "--vastai-api-url", api.api_url, "--report-root", str(tmp_path), "--id", "script"] + list(extra)
+
+
+def test_the_script_writes_acquire_json_when_the_run_dies(vast, tmp_path, monkeypatch, load_script):
+    api = vast()
+    monkeypatch.setenv("VAST_API_KEY", KEY)
+    monkeypatch.setattr(acquire, "ssh_banner", lambda host, port, timeout=3.0: True)
+    script = load_script("acquire")
+
+    def dying_checker(*_a):
+        def check(records):
+            raise RuntimeError("the pre-check crashed")
+        return check
+    monkeypatch.setattr(script, "_checker", dying_checker)
+    with pytest.raises(RuntimeError):
+        script.main(_script_argv(api, tmp_path, "--confirm", "--max-rentals", "2", "--max-price-per-hour", "5",
+                                 "--deadline-s", "60", "--ssh-wait-s", "5"))
+    data = json.loads((tmp_path / "acquire-script" / "acquire.json").read_text())
+    assert data["rentals_made"] == 1 and data["stopped"].startswith("error:") and "crashed" in data["stopped"]
+    assert [r["id"] for r in data["rentals"]] == ["3001"] and "rec" not in data["rentals"][0]
+    assert KEY not in json.dumps(data)
+
+
+def test_the_script_sends_runpod_the_builds_cuda_versions(vast, tmp_path, monkeypatch, load_script):
+    api = vast()
+    monkeypatch.setenv("VAST_API_KEY", KEY)
+    script = load_script("acquire")
+    seen, real = {}, acquire.run
+
+    def spy(request, *a, **kw):
+        seen.update(request)
+        return real(request, *a, **kw)
+    monkeypatch.setattr(acquire, "run", spy)
+    assert script.main(_script_argv(api, tmp_path)) == 0
+    assert seen["cfg"]["cuda_versions"] == ["13.0"]
+    body = acquire.create_request("runpod", None, {"id": "NVIDIA H200/SECURE", "gpu_count": 1}, "L", "i",
+                                  seen["cfg"])[2]
+    assert body["allowedCudaVersions"] == ["13.0"]
+    req = offers.requirement("2.9.1+cu128")
+    assert acquire.cuda_versions(req, offers.filters_of({})) == ["12.8", "12.9", "13.0"]
+
+
+def test_only_a_keep_verdict_is_kept_an_unknown_one_is_checked_again_then_returned(vast):
+    assert acquire.classify({"action": None, "verdict": "keep (note: ECC off)"}, REQ)[0] == "keep"
+    assert acquire.classify({"action": "keep"}, REQ)[0] == "keep"
+    assert acquire.classify({"action": None}, REQ)[0] == "return_soft"
+    assert acquire.classify({}, REQ)[0] == "return_soft"
+    assert acquire.classify({"action": "", "verdict": "keeper?"}, REQ)[0] == "return_soft"
+    assert None not in acquire.KEPT_ACTIONS and "" not in acquire.KEPT_ACTIONS
+    api = vast()
+    calls = []
+    report = _run(api, _checker({"6101": [{"action": None}]}, calls), want=1)
+    first = [r for r in report["rentals"] if r["offer"] == "8101"][0]
+    assert first["status"] == "returned" and first["returned_because"].startswith("failed twice")
+    assert calls[:2] == [["vast-3001"], ["vast-3001"]] and report["good"] == 1
+
+
+def test_an_offer_without_a_price_is_never_rented(vast):
+    api = vast()
+    ranked = _ranked(api)
+    ranked[0] = dict(ranked[0], price_per_hour=None)
+    lines = []
+    client = acquire.Provider("vastai", api.api_url, KEY, retries=0)
+    plan = acquire.run(_request(want=1), {"vastai": client}, ranked, _checker({}), confirm=False,
+                       sleep=lambda s: None, log=None)
+    assert [p["offer"] for p in plan["plan"]] == ["8102"]
+    report = acquire.run(_request(want=1), {"vastai": client}, ranked, _checker({}), confirm=True,
+                         sleep=lambda s: None, log=lines.append)
+    assert [r["offer"] for r in report["rentals"]] == ["8102"]
+    assert any("offer vast.ai 8101 lists no price: not rented" in line for line in lines)
+
+
+def test_a_found_rental_without_a_price_stops_the_renting(vast):
+    found = {"id": 3999, "machine_id": 6999, "label": "gpufleet-acquire-unit", "actual_status": "running",
+             "num_gpus": 1, "gpu_name": "RTX 5090", "public_ipaddr": "127.0.0.1",
+             "ports": {"22/tcp": [{"HostIp": "127.0.0.1", "HostPort": "2399"}]}}
+    api = vast(answer={"instances": [found], "next_token": None})
+    report = _run(api, _checker({}), want=2)
+    assert not [c for c in api.calls if c["method"] == "PUT"]
+    assert "price of vast-3999 is not known" in report["stopped"]
+    assert report["fleet_price_unknown"] == ["vast-3999"] and report["good"] == 1
+
+
+def test_the_playbook_passes_the_history_as_offers_yml_does():
+    import yaml
+    play = yaml.safe_load((ROOT / "playbooks" / "acquire.yml").read_text())[0]
+    argv = play["tasks"][0]["ansible.builtin.set_fact"]["__acq_argv"]
+    offers_play = (ROOT / "playbooks" / "offers.yml").read_text()
+    line = "offers_history | default(gpufleet_history_file | default("
+    assert line in offers_play and line + "__acq_root ~ '/history.json'))" in argv
+    assert "a.extend(['--history', hist])" in argv and "a.extend(['--known-bad', bad])" in argv

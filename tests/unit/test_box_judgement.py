@@ -211,3 +211,81 @@ def test_floors_are_the_documented_ones():
     assert box.NET_SINGLE_STREAM_MB_S == 40.0
     assert {k: v[0] for k, v in box.USE_FLOOR.items()} == {"read": 200.0, "write": 100.0, "download": 25.0}
     assert (box.TORCH_FILES_S, box.DNS_SLOW_MS, box.FREE_FRACTION) == (10.0, 1000.0, 0.5)
+
+
+# ----------------------------------------------------------------------------- issue 51's review
+def test_a_slow_import_torch_is_judged_on_the_estimate_for_the_whole_package(tmp_path):
+    """The probe stops opening torch's files at its cap (2 s from check.yml): a slow filesystem gives files < listed
+    and total_s about the cap, never over 10 s. The note is judged on total_s x listed / files, and says so."""
+    from gpufleet.host.box import disk as boxdisk
+
+    for i in range(1200):  # a package of 1,200 small files
+        (tmp_path / ("m%04d.py" % i)).write_text("x = 1\n")
+    now = [0.0]
+
+    class Slow:  # 12 ms an open (a network filesystem's round trip), the clock advanced by each call
+        def __getattr__(self, name):
+            return getattr(boxdisk.os, name)
+
+        def open(self, path, flags):
+            now[0] += 0.012
+            return boxdisk.os.open(path, flags)
+
+    tf = boxdisk.torch_files(str(tmp_path), cap=2.0, limit=2000, clock=lambda: now[0],
+                             ops=Slow())
+    assert tf["listed"] > tf["files"] > 0 and 2.0 <= tf["total_s"] < 2.1  # what the probe really writes
+    tf["fstype"] = "fuse.mfs"
+    found, decided = _judged(_result(_box(torch_files=tf), None))
+    assert [f["code"] for f in found] == ["box_torch_files_slow"], found
+    est = tf["total_s"] * tf["listed"] / tf["files"]
+    assert est > box.TORCH_FILES_S
+    assert found[0]["text"].startswith("`import torch`'s file opens: about %s s on fuse.mfs" % "{:,.0f}".format(est))
+    said = "(%s of %s files opened in 2 s, p90 12 ms)" % ("{:,.0f}".format(tf["files"]), "{:,.0f}".format(tf["listed"]))
+    assert said in found[0]["text"]
+    assert found[0]["evidence"]["estimated"] is True and decided["action"] is None
+
+
+@pytest.mark.parametrize("tf, codes", [
+    ({"files": 300, "listed": 2000, "total_s": 2.0, "p90_ms": 6.5}, ["box_torch_files_slow"]),  # about 13 s
+    ({"files": 1500, "listed": 2000, "total_s": 2.0, "p90_ms": 1.2}, []),  # about 2.7 s
+    ({"files": 2000, "listed": 2000, "total_s": 0.4}, []),
+], ids=["capped-slow", "capped-fast", "all-opened"])
+def test_torch_estimate_rows(tf, codes):
+    found, _decided = _judged(_result(_box(torch_files=dict(tf, fstype="nfs4", path="/w/torch", error=None)), None))
+    assert [f["code"] for f in found] == codes
+    if codes:
+        assert "about 13 s on nfs4 at /w/torch (300 of 2,000 files opened in 2 s, p90 6.5 ms)" in found[0]["text"]
+
+
+@pytest.mark.parametrize("fstype", ["fuse.mfs", "nfs4", "virtiofs", "ceph", "lustre", "9p"])
+def test_a_network_volume_is_not_held_against_the_machines_local_disk_listing(fstype):
+    """A RunPod network volume (MooseFS) at /workspace reads far below diskThroughputMBps: the renter chose it; a
+    note with both numbers and the filesystem, never a return."""
+    runpod = {"listing_disk_read_mb_s": 3612, "listing_source": "RunPod diskThroughputMBps"}
+    found, decided = _judged(_result(_box(fstype=fstype, disk={"rand_read_mb_s": 150.0, "read_mb_s": 400.0}), runpod))
+    assert [f["code"] for f in found] == ["box_unmeasured"], found
+    text = found[0]["text"]
+    assert "150 MB/s at random 32 KiB on /workspace (%s)" % fstype in text and "3,612 MB/s" in text
+    assert "network filesystem" in text and "not held against" in text
+    assert decided["action"] is None and found[0]["severity"] == "info"
+    assert storage.box_item(_result(_box(fstype=fstype, disk={"rand_read_mb_s": 150.0}), runpod))["status"] == "warn"
+    # the local disk of the same machine is still held against it
+    found, decided = _judged(_result(_box(fstype="xfs", disk={"rand_read_mb_s": 150.0}), runpod))
+    assert [f["code"] for f in found] == ["box_disk_below_listing"] and decided["action"] == RETURN
+
+
+STEP4 = {"error": "step 4 did not finish: the storage and network probe (box_probe) did not return within the 60 s "
+                  "deadline"}
+
+
+def test_a_step_that_did_not_finish_is_unknown_with_its_text():
+    """check.yml writes {"error": "step 4 did not finish: ..."} alone when step 4 failed or timed out."""
+    result = _result(dict(STEP4), VAST)
+    row = box.read(result)
+    assert row["error"] == STEP4["error"] and row["problems"] == [] and row["disk"] is None
+    found, decided = _judged(result)
+    assert [f["code"] for f in found] == ["box_evidence_unreadable"]
+    assert found[0]["text"] == "storage and network not measured: " + STEP4["error"]
+    assert (found[0]["severity"], found[0]["action"], decided["action"]) == ("info", None, None)
+    item = storage.box_item(result)
+    assert item["status"] == "unknown" and STEP4["error"] in item["summary"]

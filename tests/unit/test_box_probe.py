@@ -45,7 +45,7 @@ def left_in(folder):
 
 
 # ----------------------------------------------------------------------------- the module as Ansible runs it
-def run_module(tmp_path, args, check=False, home=None):
+def run_module(tmp_path, args, check=False, home=None, verbose=False):
     env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_HOME=str(tmp_path / "ansible-home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
@@ -57,6 +57,8 @@ def run_module(tmp_path, args, check=False, home=None):
            "-m", "box_probe", "-a", args, "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
     if check:
         cmd.append("--check")
+    if verbose:  # the callback shows the module's invocation (its arguments, no_log ones masked)
+        cmd.append("-vvv")
     proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
     return line.split(" => ", 1)[0], json.loads(line.split(" => ", 1)[1]), proc.stdout
@@ -493,3 +495,126 @@ def test_error_texts_do_not_carry_the_urls_secrets():
 def test_only_http_urls_are_accepted(url):
     assert boxnet.check_url(url)
     assert boxnet.download(url, max_s=1)["error"]
+
+
+# ----------------------------------------------------------------------------- issue 51's review
+class IgnoresDirect(CachedDisk):
+    """O_DIRECT accepted and ignored (fuse-overlayfs drops the flag, ZFS before 2.3): every read comes from the page
+    cache unless the file was synced and evicted, whatever the open flags say."""
+
+    def __init__(self, rate_mb_s):
+        super().__init__(rate_mb_s, where="never")
+
+    def writev(self, fd, bufs):
+        self.direct_fds.discard(fd)  # accepted, then ignored: buffered
+        return super().writev(fd, bufs)
+
+
+def test_o_direct_accepted_but_ignored_still_reads_past_the_cache(tmp_path):
+    if boxdisk.NO_DIRECT is None:
+        pytest.skip("no O_DIRECT on this platform")
+    fake = IgnoresDirect(20)
+    d = boxdisk.measure(str(tmp_path), 8 * MIB, cap=3, ops=fake)
+    assert d["method"] == "O_DIRECT" and d["error"] is None, d
+    assert near(d["read_mb_s"], 20) and near(d["rand_read_mb_s"], 20), d  # the cache would read thousands
+    assert fake.evicted >= 2 and left_in(tmp_path) == []
+
+
+def test_torch_dir_is_bounded_by_the_cap_and_says_it_timed_out(tmp_path):
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    start = time.monotonic()
+    path, error = boxdisk.torch_dir(hostctx.command_runner(timeout=30), str(slow), timeout=0.5)
+    assert time.monotonic() - start < 3
+    assert path is None and error == "%s did not answer in 0.5 s (timed out)" % slow
+
+
+@needs_ansible
+def test_module_bounds_the_torch_lookup_by_disk_seconds(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    start = time.monotonic()
+    state, result, _out = run_module(tmp_path, "data_path=%s python=%s download_url='' dns_names=localhost "
+                                     "dns_timeout_s=1 disk_bytes=%d disk_seconds=1" % (data, slow, MIB))
+    assert state == "localhost | SUCCESS", result
+    assert time.monotonic() - start < 14  # 15 s before: the lookup was outside the caps
+    tf = result["box"]["torch_files"]
+    assert tf["path"] is None and tf["error"] == "%s did not answer in 1.0 s (timed out)" % slow
+
+
+@needs_ansible
+def test_module_hides_the_download_url_in_its_invocation_but_not_a_plain_one(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    with PacedServer(rate_mb_s=20, size_mb=1) as srv:
+        secret = srv.url + "/file.bin?X-Amz-Signature=t0psecret"
+        state, result, out = run_module(tmp_path, "data_path=%s download_url='%s' %s" % (data, secret, QUIET),
+                                        verbose=True)
+        assert state == "localhost | SUCCESS", result
+        assert "t0psecret" not in out and "download_url" in result["invocation"]["module_args"]
+        assert result["box"]["download"]["url"] == srv.url + "/file.bin"
+        plain = srv.url + "/file.bin"
+        state, result, out = run_module(tmp_path, "data_path=%s download_url='%s' %s" % (data, plain, QUIET),
+                                        verbose=True)
+    assert result["box"]["download"]["url"] == plain  # nothing secret: not masked in the record
+    assert result["invocation"]["module_args"]["download_url"] == plain
+
+
+class _Recorder:
+    """A loopback HTTP server that records each request's Authorization header; ``redirect_to``: answer /go with a
+    302 there."""
+
+    def __init__(self, redirect_to=None):
+        import http.server
+
+        seen = self.seen = []
+        target = [redirect_to]
+        self.target = target
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append((self.path, self.headers.get("Authorization")))
+                if self.path.startswith("/go") and target[0]:
+                    self.send_response(302)
+                    self.send_header("Location", target[0])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = b"x" * 1000
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_credentials_are_not_sent_on_to_another_host():
+    """urllib copies the Authorization header to wherever a redirect points; the probe's opener drops it when the
+    redirect leaves the URL's scheme, host and port."""
+    other = _Recorder()
+    first = _Recorder(redirect_to=other.url + "/file.bin")
+    try:
+        got = boxnet.download(first.url.replace("://", "://renter:s3cret@") + "/go", max_bytes=1000, max_s=3)
+        assert got["error"] is None and got["bytes"] == 1000, got
+        assert first.seen[0][1] is not None  # the URL's own host gets the credentials
+        assert other.seen == [("/file.bin", None)]
+        first.target[0] = first.url + "/file.bin"  # the same host: kept
+        got = boxnet.download(first.url.replace("://", "://renter:s3cret@") + "/go", max_bytes=1000, max_s=3)
+        assert got["error"] is None and first.seen[-1][0] == "/file.bin" and first.seen[-1][1] is not None
+    finally:
+        first.close()
+        other.close()

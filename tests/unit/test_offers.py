@@ -60,6 +60,39 @@ def test_a_cu130_build_needs_driver_580_and_turing_or_newer():
     assert "7.0" not in req["compute_caps"] and {"7.5", "8.9", "9.0", "12.0"} <= set(req["compute_caps"])
 
 
+def test_the_floor_is_the_ga_driver_of_the_cuda_version_as_the_vast_filter_means_it():
+    # provider-offers.md §4: the per-minor floor is the GA driver (580.65.06 for 13.0), what cuda_max_good >= 13.0
+    # means; 13.0 Update 2's 580.95.05 (the torch table's toolkit driver) is no floor.
+    req = offers.requirement(CU130)
+    assert req["driver_floor"] == "580.65.06" and req["toolkit_driver"] == "580.95.05"
+    assert "GA driver of CUDA 13.0" in req["driver_floor_kind"]
+    assert _reasons(_vast(driver_version="580.65.06", driver_vers=580065006)) == []
+    assert "too old for cu130" in _reasons(_vast(driver_version="580.65.05", driver_vers=580065005))[0]
+    pf = offers.provider_filters(req, offers.filters_of({}))
+    assert "cuda_max_good>=13.0" in pf["vastai"]["cli"] and "driver_version>=580.65.06" in pf["vastai"]["cli"]
+    assert pf["vastai"]["body"]["driver_vers"] == {"gte": 580065006}
+    assert offers.requirement("2.9.1+cu126")["driver_floor"] == "560.28.03"  # 12.6 GA, not U3's 560.35.05
+
+
+def test_one_malformed_optional_field_drops_that_field_not_the_list():
+    good = _vast()
+    odd = _vast(id=7999, inet_down="fast", disk_bw=[1], inet_up=None)
+    recs = offers.vast_offers({"offers": [good, odd]}, "u")
+    assert [r["id"] for r in recs] == ["7001", "7999"]
+    assert recs[0]["inet_down_mbps"] == 850.0 and recs[0]["notes"] == []
+    assert recs[1]["inet_down_mbps"] is None and recs[1]["disk_bw_mbs"] is None
+    assert any("malformed inet_down" in n for n in recs[1]["notes"])
+    assert any("malformed disk_bw" in n for n in recs[1]["notes"])
+    with pytest.raises(offers.ProviderDataError):  # a field a filter reads still fails the answer
+        offers.vast_offers({"offers": [_vast(dph_total="cheap")]}, "u")
+
+
+def test_the_down_column_says_it_is_vasts_figure():
+    result = _search({"vastai": provider_api.vast_search(provider_api.offers("vastai"), {"num_gpus": {"eq": 1}})})
+    assert "down (vast's figure)" in "\n".join(offers.lines(result))
+    assert "| down (vast's figure) |" in offers.to_markdown(result)
+
+
 def test_a_cu128_build_needs_driver_570_and_its_arch_list():
     req = offers.requirement("2.9.1+cu128")
     assert req["cuda"] == "12.8" and (570,) <= _version(req["driver_floor"]) < (580,)
@@ -121,7 +154,7 @@ def test_a_good_offer_is_kept_with_its_figures():
 
 @pytest.mark.parametrize("changes, said", [
     ({"driver_version": "570.124.06", "cuda_max_good": 12.8}, "driver: 570.124.06 and cuda_max_good 12.8"),
-    ({"driver_version": "580.65.06"}, "driver: 580.65.06 too old for cu130"),
+    ({"driver_version": "575.57.08"}, "driver: 575.57.08 too old for cu130"),
     ({"driver_version": None, "driver_vers": None, "cuda_max_good": 12.2}, "driver: cuda_max_good 12.2"),
     ({"driver_version": None, "driver_vers": None, "cuda_max_good": None}, "neither driver_version nor"),
     ({"gpu_name": "Tesla V100", "compute_cap": 700}, "architecture: V100 is sm_70 (Volta)"),
@@ -227,8 +260,9 @@ def test_ranked_by_dollars_per_dense_tflop_hour_unknown_figures_last():
     values = [o["usd_per_tflop_hour"] for o in kept if o["usd_per_tflop_hour"] is not None]
     assert values == sorted(values) and [o["rank"] for o in kept] == list(range(1, len(kept) + 1))
     assert kept[-1]["model"] == "RTX PRO 6000" and kept[-1]["usd_per_tflop_hour"] is None  # no spec figure
-    # an H100 at $2.10 (989 TFLOPS) beats a 4090 at $0.40 (165.2); only a 4090 at $0.35 beats the H100
-    assert [o["id"] for o in kept[:4]] == ["7011", "7004", "7014", "7001"]
+    # an H100 at $2.10 (989 TFLOPS) beats a 4090 at $0.40 (165.2); a 4090 at $0.35 beats it, and the H100 at $1.95
+    # on the 13.0 GA driver (580.65.06, kept: it is the floor) beats them all
+    assert [o["id"] for o in kept[:5]] == ["7012", "7011", "7004", "7014", "7001"]
     assert all(o["reason"] for o in result["excluded"]) and not any(o["reason"] for o in kept)
 
 
@@ -241,7 +275,7 @@ def test_the_filters_for_each_provider_are_printed():
     assert "driver_version>=%s" % req["driver_floor"] in cli and "compute_cap in [750," in cli and ",700" not in cli
     assert "gpu_name in [H100_NVL,H100_PCIE,H100_SXM]" in cli and "dph<=3" in cli and "--storage 100" in cli
     body = pf["vastai"]["body"]
-    assert body["cuda_max_good"] == {"gte": 13.0} and body["driver_vers"] == {"gte": 580095005}
+    assert body["cuda_max_good"] == {"gte": 13.0} and body["driver_vers"] == {"gte": 580065006}
     assert 700 not in body["compute_cap"]["in"] and body["allocated_storage"] == 100
     assert pf["runpod"]["create_v2"]["gpu"]["minCudaVersion"] == "13.0"
     assert pf["runpod"]["v1_allowedCudaVersions"] == ["13.0"] and "minCudaVersion=13.0" in pf["runpod"]["catalog"]
@@ -327,7 +361,7 @@ def test_the_script_over_http_writes_both_files_and_no_key(stand_ins, tmp_path, 
     assert KEY not in out.out + out.err + json.dumps(data) + md
     assert set(data) >= {"requirement", "kept", "excluded", "queried", "provider_filters"}
     assert all(q["status"] == "ok" for q in data["queried"].values())
-    assert all(_version(o["driver"]) >= (580, 95, 5) for o in data["kept"] if o["driver"])
+    assert all(_version(o["driver"]) >= (580, 65, 6) for o in data["kept"] if o["driver"])
     assert any(o["reason"].startswith("known bad: machine %d" % provider_api.KNOWN_BAD_MACHINE)
                for o in data["excluded"])
     assert "## Excluded" in md and "vastai search offers" in md

@@ -35,7 +35,8 @@ VERDICTS = {
     "box-none-07": "keep",
 }
 ITEM = {"box-vast-slowdisk-01": "fail", "box-runpod-ok-02": "ok", "box-nolisting-03": "warn",
-        "box-malformed-04": "unknown", "box-noegress-05": "warn", "box-vast-slownet-06": "fail"}
+        "box-malformed-04": "unknown", "box-noegress-05": "warn", "box-vast-slownet-06": "fail",
+        "box-step4-08": "unknown"}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_json_row_and_schema(summary, hosts):
     assert row["disk"]["rand_read_mb_s"] == 48.3 and row["listing"]["disk_read_mb_s"] == 2500
     assert row["listing"]["source"] == "vast.ai disk_bw/inet_down/inet_up/disk_space" and row["problems"] == []
     assert hosts["box-malformed-04"]["box"]["problems"]
-    assert summary["totals"]["checklist"]["box"] == {"ok": 1, "warn": 2, "fail": 2, "unknown": 2}
+    assert summary["totals"]["checklist"]["box"] == {"ok": 1, "warn": 2, "fail": 2, "unknown": 3}
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
     data = json.loads(report.to_json(summary))
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
@@ -153,3 +154,22 @@ def test_the_same_rental_measuring_again_is_judged_on_its_own_figures():
     said = [f["message"] for f in later["hosts"][0]["history"] if f["code"] == history.CODE_MEASURED_SLOW]
     assert said and said[0].startswith("measured slow on 2026-12-07 10:00: disk reads 152 MB/s sequentially")
     assert later["hosts"][0]["action"] is None  # a warning with its date: keep stays keep
+
+
+def test_below_listing_is_written_only_where_a_figure_met_a_claim(summary):
+    """No listing (03), no figure (05's failed download, no upload), or a figure not held against the listing (02's
+    upload of 0.9 s, too short to judge): no sample, never a 0 that reads as fine."""
+    text = report.to_prometheus(summary)
+    below = {line.split(" ")[0] for line in text.splitlines() if line.startswith("gpufleet_host_box_below_listing{")}
+    assert below == {'gpufleet_host_box_below_listing{host="%s",kind="%s"}' % hk for hk in [
+        ("box-vast-slowdisk-01", "disk_read"), ("box-vast-slowdisk-01", "download"),
+        ("box-runpod-ok-02", "disk_read"), ("box-runpod-ok-02", "download"),
+        ("box-noegress-05", "disk_read"),
+        ("box-vast-slownet-06", "disk_read"), ("box-vast-slownet-06", "download")]}
+
+
+def test_a_step_that_did_not_finish_reads_unknown_in_the_report(hosts):
+    h = hosts["box-step4-08"]
+    assert h["verdict"] == "keep (note: storage and network not measured: step 4 did not finish: the storage and " \
+                           "network probe (box_probe) did not return within the 60 s deadline)"
+    assert h["checklist"]["box"]["status"] == "unknown" and h["box"]["error"].startswith("step 4 did not finish")

@@ -59,9 +59,17 @@ USE_FLOOR = {
     "download": (25.0, "model pulls: a 140 GB model takes more than 90 min"),
 }
 # ``import torch`` opens about 2,339 files (the reference, section 2, "Small-file and metadata latency"): a local
-# disk opens them in about 0.02 s, Lustre in 4.3 s, an NFS home in 20 s cold. The probe times as many small-file
-# opens; above this many seconds the data path's filesystem is named in a note.
+# disk opens them in about 0.02 s, Lustre in 4.3 s, an NFS home in 20 s cold. The probe opens up to 2,000 of them but
+# stops at its cap (2 s in check.yml), so on a slow filesystem it opens only some: the judgement is on the estimate
+# for the whole package (``torch_estimate``: the seconds taken x files listed / files opened); above this many
+# seconds the filesystem is named in a note that says the figure is an estimate.
 TORCH_FILES_S = 10.0
+# Filesystems that are not the machine's local disk (a network or FUSE mount: RunPod's network volume is MooseFS,
+# fuse.mfs; Lambda's filesystems virtiofs; NFS, Ceph, Lustre, 9p, SMB): the listing's disk figure (RunPod's
+# diskThroughputMBps, vast's disk_bw: the host's docker disk) is not theirs, so a figure measured there is never held
+# against it: a note that says so, with both numbers (the reference, section 1, RunPod "Storage").
+NETWORK_FS_PREFIXES = ("fuse.", "nfs")
+NETWORK_FS = frozenset(["virtiofs", "ceph", "lustre", "9p", "cifs", "smb3", "glusterfs", "gpfs", "beegfs"])
 # A DNS lookup slower than this (ms) is slow: glibc waits 5 s per dead nameserver, a healthy resolver answers in ms.
 DNS_SLOW_MS = 1000.0
 # Free space on the data path below this fraction of the listing's disk_gb is "far below the listing" (a note:
@@ -155,6 +163,7 @@ def _read_torch_files(raw, problems):
         return None
     error = _text_or_none(raw.get("error"))
     return {"path": _text_or_none(raw.get("path")), "files": _number(raw.get("files")),
+            "listed": _number(raw.get("listed")),
             "total_s": _rate(raw, "total_s", "torch_files", problems, required=error is None),
             "p90_ms": _number(raw.get("p90_ms")), "fstype": _text_or_none(raw.get("fstype")), "error": error}
 
@@ -171,6 +180,17 @@ def read_listing(result):
     return out
 
 
+# The parts of a record box_probe writes; a record with none of them but an ``error`` is check.yml's own, written
+# when step 4 failed or ran past the deadline: {"error": "step 4 did not finish: <text>"}.
+_MEASURED = ("data_path", "disk", "torch_files", "dns", "download", "upload")
+
+
+def _empty_row(listing, problems, error=None):
+    return {"data_path": None, "data_path_source": None, "fstype": None, "mount_point": None, "free_bytes": None,
+            "total_bytes": None, "disk": None, "torch_files": None, "dns": [], "download": None, "upload": None,
+            "listing": listing, "problems": problems, "error": error}
+
+
 def read(result):
     """The host row's ``box`` (see the module docstring), or None when the result has no box evidence."""
     check = _d(_d(result).get("check"))
@@ -181,9 +201,12 @@ def read(result):
     listing = read_listing(result)
     if not isinstance(raw, dict):
         _problem(problems, "box", raw, "a table")
-        return {"data_path": None, "data_path_source": None, "fstype": None, "mount_point": None, "free_bytes": None,
-                "total_bytes": None, "disk": None, "torch_files": None, "dns": [], "download": None, "upload": None,
-                "listing": listing, "problems": problems}
+        return _empty_row(listing, problems)
+    error = _text_or_none(raw.get("error"))
+    if raw.get("error") is not None and error is None:
+        _problem(problems, "box error", raw.get("error"), "a text")
+    if error is not None and not any(key in raw for key in _MEASURED):
+        return _empty_row(listing, problems, error)  # the step did not finish: nothing measured, said as unknown
     return {
         "data_path": _text_or_none(raw.get("data_path")),
         "data_path_source": _text_or_none(raw.get("data_path_source")),
@@ -194,7 +217,7 @@ def read(result):
         "dns": _read_dns(raw.get("dns"), problems),
         "download": _read_transfer(raw.get("download"), "download", problems, required=True),
         "upload": _read_transfer(raw.get("upload"), "upload", problems, required=False),
-        "listing": listing, "problems": problems,
+        "listing": listing, "problems": problems, "error": error,
     }
 
 
@@ -228,6 +251,45 @@ def disk_read_used(disk):
     if disk.get("read_mb_s") is not None:
         return disk["read_mb_s"], "sequentially (no random figure)"
     return None, None
+
+
+def network_fs(fstype):
+    """True for a filesystem that is not the machine's local disk (``NETWORK_FS``): fuse.*, nfs*, virtiofs, ..."""
+    name = (fstype or "").lower()
+    return name.startswith(NETWORK_FS_PREFIXES) or name in NETWORK_FS
+
+
+def torch_estimate(tf):
+    """(seconds, estimated) of ``import torch``'s file opens from a ``torch_files`` reading: the seconds taken where
+    every listed file was opened, else those seconds x listed / opened (the probe stopped at its cap); (None,
+    False) when nothing was timed."""
+    total, files, listed = tf.get("total_s"), tf.get("files"), tf.get("listed")
+    if total is None:
+        return None, False
+    if files and listed and listed > files:
+        return total * listed / files, True
+    return total, False
+
+
+def held_against_listing(box):
+    """{kind: (measured, claim)} of the figures the judgement holds against the listing (kinds disk_read, download,
+    upload): both measured and claimed, the disk not on a network filesystem, a transfer without an error and not too
+    short to judge. What is not held against it has no entry."""
+    out = {}
+    if not isinstance(box, dict):
+        return out
+    listing = _d(box.get("listing"))
+    read, _how = disk_read_used(box.get("disk"))
+    claim = listing.get("disk_read_mb_s")
+    if read is not None and claim is not None and not network_fs(box.get("fstype")):
+        out["disk_read"] = (read, claim)
+    for name, key in (("download", "net_down_mbit"), ("upload", "net_up_mbit")):
+        t = _d(box.get(name))
+        claim = listing.get(key)
+        short = t.get("seconds") is not None and t["seconds"] < MIN_TRANSFER_S
+        if t.get("mb_s") is not None and not t.get("error") and claim is not None and not short:
+            out[name] = (t["mb_s"], claim)
+    return out
 
 
 def _where(box):
@@ -269,7 +331,20 @@ def _disk_findings(box, listing):
     read, how = disk_read_used(disk)
     claim = listing.get("disk_read_mb_s")
     below = False
-    if read is not None and claim is not None and read < LISTING_FLOOR["disk"] * claim:
+    far = read is not None and claim is not None and read < LISTING_FLOOR["disk"] * claim
+    if far and network_fs(box.get("fstype")):
+        below = True  # the renter's network volume against the machine's local disk: said, never held against it
+        text = "disk reads %s MB/s %s%s, below %gx of the listing's %s MB/s: not held against it, a network " \
+               "filesystem is not the machine's local disk the listing measures" % (
+                   mb_s(read), how, _where(box), LISTING_FLOOR["disk"], mb_s(claim))
+        out.append(_note(_CODES["unmeasured"], text, {
+            "measured_mb_s": read, "how": how, "listing_mb_s": claim, "fstype": box.get("fstype"),
+            "method": disk.get("method")},
+            meaning="the data path is a network or FUSE filesystem (a RunPod network volume is MooseFS): the "
+                    "listing's disk figure is the machine's local disk, so the two are not compared",
+            remedy="keep data that is read often on the container's local disk, or measure it there "
+                   "(check_data_path)"))
+    elif far:
         below = True
         text = "disk reads %s MB/s %s, listing %s MB/s (below %gx)" % (
             mb_s(read), how, mb_s(claim), LISTING_FLOOR["disk"])
@@ -330,14 +405,23 @@ def _torch_findings(box):
         return []
     if tf.get("error"):
         return [_note(_CODES["unmeasured"], "small-file opens not measured: %s" % tf["error"], {"error": tf["error"]})]
-    total = tf.get("total_s")
-    if total is None or total <= TORCH_FILES_S:
+    seconds, estimated = torch_estimate(tf)
+    if seconds is None or seconds <= TORCH_FILES_S:
         return []
     fstype = tf.get("fstype") or box.get("fstype") or "an unknown filesystem"
     path = tf.get("path") or box.get("data_path")
-    return [_note(_CODES["torch_files_slow"], "`import torch`'s file opens take %s s on %s%s (%s files, p90 %s ms)" % (
-        _say(round(total, 1)), fstype, " at %s" % path if path else "", count(tf.get("files")),
-        _say(tf.get("p90_ms")) or "?"), {"total_s": total, "fstype": fstype, "path": path},
+    at = " at %s" % path if path else ""
+    p90 = _say(tf.get("p90_ms")) or "?"
+    if estimated:  # the probe stopped at its cap: the whole package's figure is an estimate, and the line says so
+        text = "`import torch`'s file opens: about %s s on %s%s (%s of %s files opened in %s s, p90 %s ms)" % (
+            "{:,.0f}".format(seconds), fstype, at, count(tf.get("files")), count(tf.get("listed")),
+            _say(round(tf["total_s"], 1)), p90)
+    else:
+        text = "`import torch`'s file opens take %s s on %s%s (%s files, p90 %s ms)" % (
+            _say(round(seconds, 1)), fstype, at, count(tf.get("files")), p90)
+    return [_note(_CODES["torch_files_slow"], text, {
+        "seconds": round(seconds, 1), "estimated": estimated, "total_s": tf.get("total_s"), "files": tf.get("files"),
+        "listed": tf.get("listed"), "fstype": fstype, "path": path},
         meaning="opening many small files is slow on this filesystem (a network or FUSE mount answers each open "
                 "with a round trip): imports, pip installs and small-file datasets crawl there",
         remedy="keep the venv and small files on the container's local disk")]
@@ -373,6 +457,13 @@ def findings(box):
         return []
     listing = _d(box.get("listing"))
     out = []
+    if box.get("error") and not any(box.get(key) for key in _MEASURED):
+        return out + [_note(_CODES["unreadable"], "storage and network not measured: %s" % box["error"], {
+            "error": box["error"]},
+            meaning="the pre-check's storage and network step failed or ran past its time: nothing was measured, "
+                    "and nothing is read as good", remedy="rerun the pre-check (playbooks/check.yml)")]
+    if box.get("error"):
+        out.append(_note(_CODES["unmeasured"], "storage and network: %s" % box["error"], {"error": box["error"]}))
     if box.get("problems"):
         out.append(_note(_CODES["unreadable"], "storage/network evidence unreadable: %s" % "; ".join(
             box["problems"][:4]), {"problems": list(box["problems"])},

@@ -41,7 +41,13 @@ HARD_CODES = {"no_gpu", "container_without_gpus", "gpu_stack_broken", "gpu_lost"
               "gpu_model_mismatch", "claimed_model_mismatch", "gpu_used_by_another_tenant", "driver_too_old",
               "driver_library_mismatch", "ecc_or_row_remap_failure", "row_remap_failure", "xid_fatal"}
 HARD_WORDS = re.compile(r"tenant|lost|no_gpu|without_gpu|mismatch|driver|missing", re.I)
-KEPT_ACTIONS = (None, "", "keep", "fix here")
+# The actions kept as good. A host record with no action is kept only when its verdict says "keep" (a healthy host
+# in check.yml's fleet.json: action None, verdict "keep" or "keep (note: ...)"); any other is an unknown verdict:
+# checked again (soft), then given back.
+KEPT_ACTIONS = ("keep", "fix here")
+_KEEP_VERDICT = re.compile(r"^keep(\s|\(|$)")
+# The statuses whose instances are paid for now: a box whose return failed is still billed.
+PAID = ("kept", "rented", "return failed")
 
 
 class AcquireInputError(ValueError):
@@ -179,8 +185,11 @@ def classify(host, req):
     if floor and driver and _version(driver) < _version(floor):
         return "return_hard", "driver %s cannot run torch %s (needs >= %s)" % (driver, req.get("torch"), floor)
     action = host.get("action")
-    if action in KEPT_ACTIONS:
-        return "keep", host.get("verdict") or action or "keep"
+    if action in KEPT_ACTIONS or (action in (None, "") and _KEEP_VERDICT.match(str(host.get("verdict") or ""))):
+        return "keep", host.get("verdict") or action
+    if action in (None, ""):
+        return "return_soft", "no verdict in the pre-check's record (%s): not kept as good" % (
+            host.get("verdict") or "no action, no verdict")
     items = [j for j in host.get("judgement") or [] if j.get("action") == action and j.get("source") != "history"]
     hard = [j for j in items if j.get("code") in HARD_CODES or HARD_WORDS.search(str(j.get("code") or ""))]
     if action == "return to provider" and hard:
@@ -195,12 +204,19 @@ def _rec_box(rec):
             "gpu": rec.get("gpu_model"), "host": "%s-%s" % (PROVIDERS[rec["provider"]]["prefix"], rec["id"])}
 
 
+def cuda_versions(req, filters):
+    """The CUDA versions a RunPod create allows for the build (REST v1 ``allowedCudaVersions``: every version
+    >= the build's CUDA), as ``offers.provider_filters`` prints them."""
+    return list(offerlib.provider_filters(req, filters)["runpod"]["v1_allowedCudaVersions"])
+
+
 def run(request, clients, offer_list, check, confirm=False, previous=None, clock=time.monotonic, sleep=time.sleep,
-        log=None):
+        log=None, state=None):
     """The loop. ``request``: {want, budget {max_rentals, max_price_per_hour, deadline_s}, id, cfg, requirement,
     ssh_wait_s, recheck_wait_s}; ``clients``: {provider: Provider}; ``offer_list``: the ranked kept offers;
     ``check(records)`` -> {host: fleet.json host record} (the pre-check); ``previous``: the last acquire.json of this
-    run id. Returns the report (acquire.json's content)."""
+    run id; ``state``: a dict whose "report" is the report as it grows, so a caller can write it when the run
+    raises. Returns the report (acquire.json's content)."""
     ident = request["id"]
     run_label = label_of(ident)
     want = int(request["want"])
@@ -211,6 +227,8 @@ def run(request, clients, offer_list, check, confirm=False, previous=None, clock
               "requirement": request.get("requirement"), "rentals": [], "events": [], "stopped": None,
               "excluded_machines": sorted(set(str(m) for m in previous.get("excluded_machines") or [])
                                           | set(str(m) for m in request.get("excluded_machines") or []))}
+    if state is not None:
+        state["report"] = report
     excluded = set(report["excluded_machines"])
     before = {(r["provider"], r["id"]): r for r in previous.get("rentals") or []}
 
@@ -255,17 +273,36 @@ def run(request, clients, offer_list, check, confirm=False, previous=None, clock
     queue = [o for o in offer_list if str(o.get("machine_id")) not in excluded
              and (o["provider"], o["id"]) not in rented_offers | taken_before and o["provider"] in clients]
 
+    def unpriced():
+        """The paid rentals whose price is not known (a found rental without one): the fleet's $/h is unknown."""
+        return [b for b in report["rentals"] if b["status"] in PAID and number_or_none(b.get("price_per_hour")) is None]
+
     def fleet_price():
-        return round(sum(b.get("price_per_hour") or 0 for b in report["rentals"]
-                         if b["status"] in ("kept", "rented")), 4)
+        return round(sum(number_or_none(b.get("price_per_hour")) or 0 for b in report["rentals"]
+                         if b["status"] in PAID), 4)
+
+    def rentable(o):
+        """An offer the pick may take: priced, and not on a machine given back (or excluded) in this run."""
+        return (number_or_none(o.get("price_per_hour")) is not None
+                and (o.get("machine_id") is None or str(o["machine_id"]) not in excluded))
+
+    for o in queue:
+        if number_or_none(o.get("price_per_hour")) is None:
+            event("offer %s %s lists no price: not rented" % (label(o["provider"]), o["id"]))
 
     if not confirm:
         need = max(want - len(kept) - len(pending), 0)
         plan, price = [], fleet_price()
         cap = budget.get("max_price_per_hour")
+        if unpriced():
+            need = 0
+            event("the price of %s is not known: the fleet's $/h is unknown, nothing more is planned" % ", ".join(
+                b["host"] for b in unpriced()))
         for o in queue:
             if len(plan) >= need:
                 break
+            if not rentable(o):
+                continue
             if cap not in (None, "") and price + o["price_per_hour"] > float(cap):
                 continue
             plan.append(o)
@@ -288,12 +325,28 @@ def run(request, clients, offer_list, check, confirm=False, previous=None, clock
     report["rentals_made"] = made
 
     def give_back(box, why):
+        client = clients[box["provider"]]
+        if box.get("machine_id") is not None:  # returned or not, the run does not rent this machine again
+            excluded.add(str(box["machine_id"]))
+            report["excluded_machines"] = sorted(excluded)
+        if box.get("rec") is None:
+            # Never listed while we waited: look for it again by the run's label before giving it back.
+            try:
+                box["rec"] = next((r for r in client.ours(run_label) if str(r["id"]) == str(box["id"])), None)
+            except ProviderError as exc:
+                event("could not list this run's label to give back %s %s: %s" % (
+                    label(box["provider"]), box["id"], exc))
+        if box.get("rec") is None:
+            box["status"] = "return failed"
+            box["returned_because"] = "%s; not listed by %s under label %s: not given back, still billed: give it " \
+                                      "back by hand" % (why, label(box["provider"]), run_label)
+            event("could not give back %s %s: return failed: not listed by %s under label %s (%s)" % (
+                label(box["provider"]), box["id"], label(box["provider"]), run_label, why))
+            return
         try:
-            clients[box["provider"]].give_back(box["rec"], run_label)
+            client.give_back(box["rec"], run_label)
             box["status"] = "returned"
             box["returned_because"] = why
-            if box.get("machine_id") is not None:
-                excluded.add(str(box["machine_id"]))
             event("gave back %s %s (machine %s): %s" % (label(box["provider"]), box["id"], box["machine_id"], why))
         except ProviderError as exc:
             box["status"] = "return failed"
@@ -317,7 +370,12 @@ def run(request, clients, offer_list, check, confirm=False, previous=None, clock
             if made >= max_rentals:
                 stop_why = "budget: max_rentals %d reached" % max_rentals
                 break
+            if unpriced():
+                stop_why = "budget: the price of %s is not known, the fleet's $/h cannot be held under " \
+                           "max_price_per_hour" % ", ".join(b["host"] for b in unpriced())
+                break
             price = fleet_price()
+            queue[:] = [o for o in queue if rentable(o)]
             offer = next((o for o in queue if price + o["price_per_hour"] <= cap + 1e-9), None)
             if offer is None:
                 stop_why = ("budget: no offer left within max_price_per_hour $%.2f (fleet now $%.2f/h)" % (cap, price)
@@ -400,9 +458,22 @@ def run(request, clients, offer_list, check, confirm=False, previous=None, clock
                 break
     report["excluded_machines"] = sorted(excluded)
     report["fleet_price_per_hour"] = fleet_price()
+    if unpriced():
+        report["fleet_price_unknown"] = [b["host"] for b in unpriced()]
     report["good"] = len([b for b in report["rentals"] if b["status"] == "kept"])
     event("stopped: %s; fleet $%.2f/h" % (report["stopped"], report["fleet_price_per_hour"]))
     return report
+
+
+def number_or_none(value):
+    """A price as a float, None when there is none (never 0 for a missing one)."""
+    if isinstance(value, bool) or value in (None, ""):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value else None
 
 
 def _look(check, boxes, req):
@@ -412,7 +483,7 @@ def _look(check, boxes, req):
     for box in boxes:
         host = results.get(box["host"]) or {"action": "check access / rerun", "verdict": "not in the report"}
         verdict, why = classify(host, req)
-        box["checks"].append({"verdict": host.get("verdict") or host.get("action") or "keep", "class": verdict})
+        box["checks"].append({"verdict": host.get("verdict") or host.get("action") or "no verdict", "class": verdict})
         out.append((box, verdict, why))
     return out
 
@@ -494,5 +565,5 @@ def kept_offers(result):
     return [o for o in result.get("kept") or [] if o.get("in_stock", True)]
 
 
-__all__ = ["AcquireInputError", "Provider", "budget_problems", "classify", "create_request", "inventory", "label_of",
-           "run", "run_id", "offerlib"]
+__all__ = ["AcquireInputError", "Provider", "budget_problems", "classify", "create_request", "cuda_versions",
+           "inventory", "label_of", "run", "run_id", "offerlib"]

@@ -83,6 +83,17 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*gb\b")
 _DROP = re.compile(r"\b(nvidia|geforce|tesla|blackwell server edition|server edition|workstation edition)\b")
 
 
+# The GA driver of each CUDA minor (Linux x86_64): ../shared/reference/provider-offers.md §4 ("the per-minor strict
+# floor is the GA row"), from the "Toolkit Driver Version" table of NVIDIA's CUDA release notes (13.2 from copies
+# quoting the 13.2 notes). It is what the providers' own CUDA filters mean: vast's cuda_max_good >= X.Y and RunPod's
+# minCudaVersion "X.Y" both say "driver >= the X.Y GA driver", so the floor, the vast driver filter and the
+# cuda_max_good filter agree. The torch table's ``strict_driver`` (the toolkit's update driver, e.g. 580.95.05 for
+# 13.0 Update 2) is a later driver of the same minor: shown, not a floor.
+GA_DRIVERS = {"11.8": "520.61.05", "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
+              "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03", "12.8": "570.26",
+              "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01", "13.2": "595.45.04"}
+
+
 class OffersInputError(ValueError):
     """The request cannot be used (a build the table does not know, a filter out of range): nothing is asked."""
 
@@ -141,15 +152,21 @@ def requirement(build, driver_security_floor=False):
     b = build if isinstance(build, dict) else build_of(build)
     cv = torchtable.CUDA_VARIANTS[b["variant"]]
     w = b["wheel"]
-    floor = cv["strict_driver"] or cv["minor_floor"]
+    ga = GA_DRIVERS.get(cv["cuda"])
+    floor = ga or cv["strict_driver"] or cv["minor_floor"]
+    if ga:
+        kind = "GA driver of CUDA %s, what cuda_max_good >= %s means" % (cv["cuda"], cv["cuda"])
+    elif cv["strict_driver"]:
+        kind = "toolkit driver of CUDA %s" % cv["toolkit"]
+    else:
+        kind = "CUDA %s.x minor-version floor (the table has no toolkit driver for %s)" % (
+            cv["cuda"].split(".")[0], b["variant"])
     covered = [cc for cc in KNOWN_CCS if covers(w, cc)]
     return {
         "torch": b["torch"], "series": b["series"], "variant": b["variant"], "cuda": cv["cuda"],
-        "driver_floor": floor,
-        "driver_floor_kind": "toolkit driver of CUDA %s" % cv["toolkit"] if cv["strict_driver"] else
-        "CUDA %s.x minor-version floor (the table has no toolkit driver for %s)" % (cv["cuda"].split(".")[0],
-                                                                                    b["variant"]),
-        "driver_source": cv["source"],
+        "driver_floor": floor, "driver_floor_kind": kind, "toolkit_driver": cv["strict_driver"],
+        "driver_source": ("../shared/reference/provider-offers.md §4 (CUDA release notes, Toolkit Driver Version, GA "
+                          "column); " if ga else "") + cv["source"],
         "arches": list(w["arches"] or ()), "ptx": list(w["ptx"] or ()),
         "compute_caps": [_cc_text(cc) for cc in covered],
         "arch_source": w["source"],
@@ -298,13 +315,25 @@ def _driver_text(version, packed):
     return None
 
 
+def _optional(provider, obj, key, types, where, notes):
+    """obj[key] as ``_get`` reads it; a malformed value is None and a note, not an error."""
+    try:
+        return _get(provider, obj, key, types, where)
+    except ProviderDataError:
+        notes.append("%s listed a malformed %s (%.40r): left out" % (label(provider), key, obj.get(key)))
+        return None
+
+
 def vast_offers(answer, url):
-    """vast.ai's search answer as offer records; raises ProviderDataError on a malformed one."""
+    """vast.ai's search answer as offer records; raises ProviderDataError on a malformed one (a malformed
+    descriptive field no filter reads, disk_bw, inet_down, inet_up or geolocation, is left out of its offer with a
+    note instead: one bad field does not fail the list)."""
     p = "vastai"
     out = []
     for o in _list_of(p, answer, "offers", url):
         ident = _get(p, o, "id", (int, str), "an offer", required=True)
         where = "offer %s" % ident
+        notes = []
         ram = _get(p, o, "gpu_ram", (int, float), where)
         cap = _get(p, o, "compute_cap", (int,), where)
         rel = _get(p, o, "reliability", (int, float), where)
@@ -320,11 +349,11 @@ def vast_offers(answer, url):
             driver=_driver_text(_get(p, o, "driver_version", (str,), where), _get(p, o, "driver_vers", (int,), where)),
             cuda_max_good=_cuda_text(_get(p, o, "cuda_max_good", (int, float, str), where)),
             reliability=rel, disk_gb=_get(p, o, "disk_space", (int, float), where),
-            disk_bw_mbs=_get(p, o, "disk_bw", (int, float), where),
-            inet_down_mbps=_get(p, o, "inet_down", (int, float), where),
-            inet_up_mbps=_get(p, o, "inet_up", (int, float), where),
-            location=_get(p, o, "geolocation", (str,), where),
-            cloud=_get(p, o, "verification", (str,), where)))
+            disk_bw_mbs=_optional(p, o, "disk_bw", (int, float), where, notes),
+            inet_down_mbps=_optional(p, o, "inet_down", (int, float), where, notes),
+            inet_up_mbps=_optional(p, o, "inet_up", (int, float), where, notes),
+            location=_optional(p, o, "geolocation", (str,), where, notes),
+            cloud=_get(p, o, "verification", (str,), where), notes=notes))
     return out
 
 
@@ -683,7 +712,7 @@ def answered(result):
 _COLUMNS = (("#", "rank"), ("provider", "provider"), ("id", "id"), ("GPU", "gpu_name"), ("n", "gpu_count"),
             ("VRAM GB", "vram_gb"), ("$/h", "price_per_hour"), ("$/TFLOP-h", "usd_per_tflop_hour"),
             ("driver", "driver"), ("CUDA max", "cuda_max_good"), ("reliab.", "reliability"), ("disk GB", "disk_gb"),
-            ("disk MB/s", "disk_bw_mbs"), ("down Mb/s", "inet_down_mbps"), ("location", "location"))
+            ("disk MB/s", "disk_bw_mbs"), ("down (vast's figure)", "inet_down_mbps"), ("location", "location"))
 
 
 def _cell(offer, key):

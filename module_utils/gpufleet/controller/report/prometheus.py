@@ -4,6 +4,7 @@ import datetime
 import json
 from pathlib import Path
 
+from ..judgement import door as _door
 from ._common import _INF, STATUSES, _num, _text
 from .summary import _DRIFT_FIELDS, _as_summary
 
@@ -180,9 +181,14 @@ def _box_samples(put, h):
         if e.get("ok") is not False and _num(e.get("ms")) is not None and name not in seen:
             seen.add(name)
             put("gpufleet_host_box_dns_lookup_seconds", e["ms"] / 1000.0, ',name="%s"' % name)
+    # 1 or 0 only where the judgement held a measured figure against a claim: no listing, no figure (a failed
+    # transfer, no upload) or one not held against it (a network filesystem, a transfer too short) has no sample,
+    # never a 0 that reads as fine.
     codes = {f.get("code") for f in h.get("judgement") or () if not f.get("outranked_by")}
+    held = _door.box_text.held_against_listing(box)
     for kind, code in _BELOW:
-        put("gpufleet_host_box_below_listing", 1 if code in codes else 0, ',kind="%s"' % kind)
+        if kind in held:
+            put("gpufleet_host_box_below_listing", 1 if code in codes else 0, ',kind="%s"' % kind)
 
 
 def _fleet_samples(out, t, generated_at):

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 
-from ..system import hostres
+from ..system import hostctx, hostres
 
 MB = 1000000.0
 KIB = 1024
@@ -122,10 +122,11 @@ class _Disk:
             self.ops.close(fd)
 
     def _evict(self, fd):
-        """Buffered reads: the file's pages, synced and so clean, out of the cache (works unprivileged)."""
-        if not self.direct:
-            self.ops.fdatasync(fd)
-            self.ops.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        """The file's pages, synced and so clean, out of the cache (works unprivileged) before every read, whatever
+        the method: where ``O_DIRECT`` is accepted but ignored (fuse-overlayfs drops the flag, ZFS before 2.3) the
+        reads would otherwise come from the page cache; under a real ``O_DIRECT`` it costs nothing."""
+        self.ops.fdatasync(fd)
+        self.ops.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def read(self, buf):
         """Sequential read of what was written, until the cap; returns (bytes, seconds)."""
@@ -259,12 +260,15 @@ TORCH_LOCATE = ("import importlib.util, json; s = importlib.util.find_spec('torc
                 "print(json.dumps(list(s.submodule_search_locations or []) if s else []))")
 
 
-def torch_dir(run, python, timeout=15):
-    """Where the interpreter ``python`` finds its torch package, without importing torch; (path, error)."""
+def torch_dir(run, python, timeout=3.0):
+    """Where the interpreter ``python`` finds its torch package, without importing torch; (path, error). The lookup
+    is killed at ``timeout`` s (box_probe passes the disk tests' cap, so that the step keeps to its budget)."""
     res = run([python, "-c", TORCH_LOCATE], timeout=timeout)
     if res is None:
         return None, "%s not found" % python
     rc, out, err = res
+    if rc == hostctx.TIMED_OUT:
+        return None, "%s did not answer in %s s (timed out)" % (python, timeout)
     if rc != 0:
         return None, "%s exited %s: %s" % (python, rc, err.decode("utf-8", "replace").strip()[-300:])
     try:

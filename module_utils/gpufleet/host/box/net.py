@@ -15,7 +15,7 @@ import threading
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urlsplit, urlunsplit
-from urllib.request import Request, build_opener
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 MB = 1000000.0
 CHUNK = 64 * 1024
@@ -42,6 +42,15 @@ def public_url(url):
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def has_secret(url):
+    """True when ``url`` carries what ``public_url`` takes out: user:password@ or a query (a signed URL)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return True
+    return parts.username is not None or bool(parts.query) or public_url(url) != url.split("#", 1)[0]
+
+
 def _request(url, headers, **kwargs):
     """A urllib Request for ``url``: user:password@ becomes a Basic Authorization header (urllib would take it for
     the host), the fragment is dropped, the query is kept (a presigned URL needs it)."""
@@ -53,6 +62,32 @@ def _request(url, headers, **kwargs):
     netloc = urlsplit(public_url(url)).netloc
     target = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
     return Request(target, headers=headers, **kwargs)  # noqa: S310 - scheme checked (check_url) by the callers
+
+
+def _origin(url):
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    scheme = (parts.scheme or "").lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class CredentialsStayHome(HTTPRedirectHandler):
+    """urllib's redirects, but the URL's credentials (its Authorization header) go only to the URL's own scheme, host
+    and port: urllib copies every header of the request to wherever a redirect points (a CDN, another host)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            for name in ("Authorization", "Cookie"):
+                new.remove_header(name)
+        return new
+
+
+def _opener():
+    return build_opener(CredentialsStayHome)
 
 
 def check_url(url):
@@ -192,7 +227,7 @@ def download(url, max_bytes=50 * MB, max_s=5.0, opener=None, clock=time.monotoni
 
     def body(transfer, stop):
         req = _request(url, {"Accept-Encoding": "identity"})
-        resp = (opener or build_opener()).open(req, timeout=max_s)
+        resp = (opener or _opener()).open(req, timeout=max_s)
         try:
             transfer.status = resp.status
             transfer.first = clock()  # the headers are in: the body's clock starts
@@ -232,7 +267,7 @@ def upload(url, max_bytes=50 * MB, max_s=5.0, method="POST", opener=None, clock=
     def body(transfer, stop):
         req = _request(url, {"Content-Type": "application/octet-stream", "Content-Length": str(int(max_bytes))},
                        data=_Body(max_bytes, transfer, stop), method=method)
-        resp = (opener or build_opener()).open(req, timeout=max_s)
+        resp = (opener or _opener()).open(req, timeout=max_s)
         try:
             transfer.status = resp.status
             transfer.last = clock()
