@@ -18,6 +18,7 @@ Sources: ../shared/reference/provider-offers.md (create shapes and errors), prov
 
 import hashlib
 import json
+import math
 import re
 import socket
 import time
@@ -473,7 +474,7 @@ def number_or_none(value):
         value = float(value)
     except (TypeError, ValueError):
         return None
-    return value if value == value else None
+    return None if math.isnan(value) else value
 
 
 def _look(check, boxes, req):
