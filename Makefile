@@ -11,8 +11,8 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios under molecule/, all by default: make molecule SCENARIOS=supervisord
 ALL_SCENARIOS := $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 # Longest first (seconds on 2 cores: docs/benchmarks.md, "make test"), so parallel lanes end together; new scenarios last.
-LONGEST_FIRST := doctor ssh_hardening cuda_links jupyter supervisord gpu_monitoring gate torch \
-                 nvidia_container_toolkit facts
+LONGEST_FIRST := doctor ssh_hardening torch cuda_links jupyter nvidia_container_toolkit supervisord \
+                 gpu_monitoring gate facts
 SCENARIOS ?= $(filter $(ALL_SCENARIOS),$(LONGEST_FIRST)) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
 # Suites run side by side in this many lanes (make -j; TEST_JOBS=1: one by one), each through
 # scripts/suite, which prints a suite's output whole when it ends. The suites share nothing on the
@@ -117,8 +117,13 @@ collection: bootstrap next-ansible
 molecule: images wheelhouse $(if $(filter doctor,$(SCENARIOS)),wheelhouse-torch-cuda)
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-molecule-,$(SCENARIOS))
 
+# Each run starts clean without molecule's leading destroy step (an ansible-playbook run per scenario, about 10 s of a
+# lane): the scenario's containers of an earlier, interrupted run are removed by name and molecule's state lives in a
+# fresh folder of the checkout, so no stale "created"/"prepared" record skips a step. The closing destroy stays.
 $(addprefix molecule-,$(ALL_SCENARIOS)): molecule-%: images wheelhouse
-	$(BIN)/molecule test -s $*
+	@docker ps -aq --filter 'name=^gpufleet-$*-' | xargs -r docker rm -f >/dev/null
+	@rm -rf $(CURDIR)/.cache/molecule/$* && mkdir -p $(CURDIR)/.cache/molecule/$*
+	MOLECULE_EPHEMERAL_DIRECTORY=$(CURDIR)/.cache/molecule/$* $(BIN)/molecule test -s $*
 
 # The doctor scenario fixes a CPU-only torch with a real CUDA build (scripts/wheelhouse.d/torch-cuda.sh, 2.9 GB).
 molecule-doctor: wheelhouse-torch-cuda

@@ -3,8 +3,9 @@
 As a new user met it: site.yml refuses an Ubuntu 20.04 host before changing it (torch 2.13 needs Python 3.10; demo
 host 02 runs 20.04's Python 3.8, and its torch is switched on here as a renter would leave it), then runs on the
 other host alone, and report.yml alone is run for the fleet's report. Host 02 must not read "keep" there: its
-failure stays, marked with the run it happened in. The renter then fixes the inventory (torch off on 02), site.yml
-runs on 02 alone and succeeds, and the next report calls it keep again.
+failure stays, marked with the run it happened in. That a later run which succeeds on the host clears it is
+tests/unit/test_failure_stays.py's (the same callback and report play with the real ansible-playbook; here it cost
+two more runs, about 15 s).
 
 Demo hosts 02 and 04 (both keep after make demo) from a temporary inventory, with this test's own fact cache (a copy
 of the demo's, so the report has the hosts' GPU facts), run status and reports. site.yml runs with --tags torch: the
@@ -41,14 +42,11 @@ def runs(demo_hosts, tmp_path_factory):
     assert len(cached) >= 2, "make demo left no cached facts for %s and %s" % (h02.name, h04.name)
     broken = demolib.temp_inventory(work / "inv-broken", {h02.name: dict(h02.vars, gpufleet_torch_enabled=True),
                                                           h04.name: h04.vars})
-    fixed = demolib.temp_inventory(work / "inv-fixed", {h02.name: h02.vars, h04.name: h04.vars})
     steps = {}
     for name, inventory, playbook, args in (
             ("refused", broken, "site.yml", TAGS),
             ("others", broken, "site.yml", TAGS + ("--limit", h04.name)),
-            ("report", broken, "playbooks/report.yml", ()),
-            ("fixed", fixed, "site.yml", TAGS + ("--limit", h02.name)),
-            ("report_after_fix", fixed, "playbooks/report.yml", ())):
+            ("report", broken, "playbooks/report.yml", ())):
         proc = demolib.playbook(inventory, playbook, work, *args)
         steps[name] = proc
         if name.startswith("report"):
@@ -73,9 +71,3 @@ def test_report_alone_after_a_run_on_other_hosts_keeps_the_failure(runs):
     assert "torch" in (failed["evidence"]["failed_in"] or ""), failed
     assert hosts[runs["h04"]]["verdict"] == "keep", hosts[runs["h04"]]["verdict"]
 
-
-def test_a_run_that_succeeds_on_the_host_clears_it(runs):
-    steps = runs["steps"]
-    assert steps["fixed"].returncode == 0, steps["fixed"].stdout[-3000:]
-    hosts = steps["report_after_fix_hosts"]
-    assert {h: hosts[h]["verdict"] for h in (runs["h02"], runs["h04"])} == {runs["h02"]: "keep", runs["h04"]: "keep"}

@@ -5,8 +5,9 @@ These tests start containers and take minutes, so `pytest tests` (the fast inner
 with GPUFLEET_FLEET_TESTS=1. Asked for on a machine without Docker or the test image, the run fails
 naming what is missing: it never reports the suite passed with its tests skipped.
 
-Steps left to another suite: the third run after the interrupted ones is playbooks/provision.yml, not all of
-site.yml; site.yml's second run changing nothing (facts, doctor, gate, report stages too) is tests/e2e's.
+Steps left to another suite: the re-run after the interrupted ones is playbooks/provision.yml, not all of site.yml;
+a second run changing nothing is each role's molecule scenario's and, for all of site.yml (facts, doctor, gate,
+report stages too), tests/e2e's.
 """
 
 import os

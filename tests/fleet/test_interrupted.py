@@ -1,13 +1,15 @@
 """Interrupted runs: ansible-playbook killed at task boundaries (SIGKILL: the laptop or the
 connection is gone; SIGINT: Ctrl-C) at every role's configure step and at a few install steps.
-After each kill the host's configs are valid; a full provision.yml re-run converges; a third run reports changed=0.
+After each kill the host's configs are valid, and a full provision.yml re-run converges with every config valid.
 
 One host, fresh. Kill point k is reached by run k, which also re-runs everything run k-1 left
 unfinished, so the chain of killed runs is itself a chain of re-runs after interruptions.
 
-The killed runs, the re-run and the third run are playbooks/provision.yml (the play of site.yml that holds the roles;
-site.yml's other stages are not killed here, and re-running them after the kills only cost the suite a minute): the
-second run of all of site.yml changing nothing is tests/e2e's (test_second_run_changes_nothing_and_says_the_same)."""
+The killed runs and the re-run are playbooks/provision.yml (the play of site.yml that holds the roles; site.yml's
+other stages are not killed here, and re-running them after the kills only cost the suite a minute). A further run
+changing nothing is shown elsewhere, not here (it cost this suite 50 s): each role's second converge in its molecule
+scenario (the idempotence step or a rerun in verify.yml), the second run of all of site.yml in tests/e2e
+(test_second_run_changes_nothing_and_says_the_same)."""
 
 import os
 import signal
@@ -183,10 +185,6 @@ def test_killed_runs_leave_valid_configs_and_converge(interrupted_host):
     timings.append(("re-run", "", round(time.monotonic() - started, 1)))
     assert not problems, "\n".join(problems)
     assert rc == 0 and rec[host.name]["failed"] == 0, out[-3000:]
-    assert not _invalid_configs(host)
-    started = time.monotonic()
-    rc, out, rec = runner.playbook(PROVISION, inventory)
-    timings.append(("third run", "", round(time.monotonic() - started, 1)))
     (fleet.workdir / "timings.txt").write_text("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings) + "\n")
     print("\n".join("%6.1f s  %s %s" % (t, s, k) for k, s, t in timings))
-    assert rc == 0 and rec[host.name]["changed"] == 0, "third run is not clean: %s\n%s" % (rec, out[-3000:])
+    assert not _invalid_configs(host)
