@@ -118,10 +118,10 @@ molecule: images wheelhouse $(if $(filter doctor,$(SCENARIOS)),wheelhouse-torch-
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) PREPARED=1 $(addprefix lane-molecule-,$(SCENARIOS))
 
 # Each run starts clean without molecule's leading destroy step (an ansible-playbook run per scenario, about 10 s of a
-# lane): the scenario's containers of an earlier, interrupted run are removed by name and molecule's state lives in a
-# fresh folder of the checkout, so no stale "created"/"prepared" record skips a step. The closing destroy stays.
+# lane): the create step removes the platforms' containers an interrupted run left (molecule/resources/playbooks/
+# create.yml) and molecule's state lives in a fresh folder of the checkout, so no stale "created"/"prepared" record
+# skips a step. The closing destroy stays.
 $(addprefix molecule-,$(ALL_SCENARIOS)): molecule-%: images wheelhouse
-	@docker ps -aq --filter 'name=^gpufleet-$*-' | xargs -r docker rm -f >/dev/null
 	@rm -rf $(CURDIR)/.cache/molecule/$* && mkdir -p $(CURDIR)/.cache/molecule/$*
 	MOLECULE_EPHEMERAL_DIRECTORY=$(CURDIR)/.cache/molecule/$* $(BIN)/molecule test -s $*
 
