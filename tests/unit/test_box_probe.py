@@ -1,9 +1,10 @@
 """box_probe (issue 51): the disk and network the renter pays for, measured in seconds, never from the page cache.
 
-The module runs as Ansible runs it (ansible localhost -m box_probe -o) on tmp_path; the disk tests run against a fake
-file layer that holds a known rate (a shared device, so 8 threads do not read 8 times faster) and, for the fallback,
-one that answers from "RAM" unless the data was synced or evicted; the network tests against a paced HTTP server on
-127.0.0.1 (tests/doubles/paced_http.py). Nothing leaves the machine.
+The module runs as Ansible runs it (its AnsiballZ payload; the cases that read the output through `ansible -m
+box_probe -o`) on tmp_path; the disk tests run against a fake file layer that holds a known rate (a shared device, so 8
+threads do not read 8 times faster) and, for the fallback, one that answers from "RAM" unless the data was synced or
+evicted; the network tests against a paced HTTP server on 127.0.0.1 (tests/doubles/paced_http.py). Nothing leaves the
+machine.
 """
 
 import errno
@@ -22,9 +23,9 @@ from gpufleet.host.box import net as boxnet
 from gpufleet.host.system import hostctx
 
 from tests.doubles.paced_http import PacedServer
+from tests.unit import ansible_module
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).parent / "ansible"
 MIB = 1024 * 1024
 PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 
@@ -45,26 +46,22 @@ def left_in(folder):
 
 
 # ----------------------------------------------------------------------------- the module as Ansible runs it
-def run_module(tmp_path, args, check=False, home=None, verbose=False):
+def run_module(tmp_path, args, check=False, home=None, verbose=False, cli=False):
+    """(state, result, output): the AnsiballZ payload Ansible builds, run by this Python (tests/unit/ansible_module.py);
+    with cli (or verbose) through the real `ansible localhost -m box_probe -o` CLI, whose output a test then reads."""
     env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "ansible-home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
     if home is not None:
         env["HOME"] = str(home)
         env.pop("SUDO_USER", None)
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "box_probe", "-a", args, "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
-    if check:
-        cmd.append("--check")
-    if verbose:  # the callback shows the module's invocation (its arguments, no_log ones masked)
-        cmd.append("-vvv")
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
-    return line.split(" => ", 1)[0], json.loads(line.split(" => ", 1)[1]), proc.stdout
+    if not (cli or verbose):
+        state, result = ansible_module.run_state("box_probe", args, tmp_path, check=check, env=env)
+        return state, result, None
+    extra = ["-vvv"] if verbose else []  # the callback shows the module's invocation (its arguments, no_log masked)
+    return ansible_module.cli_run("box_probe", args, tmp_path, check=check, env=env, extra=extra)
 
 
-needs_ansible = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+needs_ansible = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(),
+                                   reason="ansible not installed next to this Python")
 QUIET = "dns_names=localhost dns_timeout_s=1 disk_bytes=%d disk_seconds=2" % (8 * MIB)
 
 
@@ -117,7 +114,7 @@ def test_module_download_rate_is_measured_and_its_secrets_are_not_returned(tmp_p
         url = srv.url.replace("://", "://renter:s3cret@") + "/file.bin?X-Amz-Signature=t0psecret#frag"
         up = srv.url.replace("://", "://renter:upw@") + "/upload?sig=upt0ken"
         state, result, out = run_module(tmp_path, "data_path=%s download_url='%s' upload_url='%s' download_max_s=2 "
-                                        "download_max_bytes=5000000 %s" % (data, url, up, QUIET))
+                                        "download_max_bytes=5000000 %s" % (data, url, up, QUIET), cli=True)
     assert state == "localhost | SUCCESS", result
     down, upl = result["box"]["download"], result["box"]["upload"]
     assert down["url"] == srv.url + "/file.bin" and down["host"] == "127.0.0.1" and down["status"] == 200

@@ -1,5 +1,6 @@
-"""library/ctk_packages.py and library/ctk_config.py run as real Ansible modules (ansible localhost -m ... -o),
-with a fake dpkg-query on PATH that prints what dpkg prints for a mixed toolkit install."""
+"""library/ctk_packages.py and library/ctk_config.py run as Ansible runs them (the AnsiballZ payload Ansible
+builds; one case of each through the real `ansible localhost -m ...` CLI), with a fake dpkg-query on PATH that
+prints what dpkg prints for a mixed toolkit install."""
 
 import json
 import os
@@ -12,38 +13,33 @@ import pytest
 import yaml
 from gpufleet.host.cuda import ctk
 
+from tests.unit import ansible_module
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-ANSIBLE = BIN / "ansible"
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
 
 SEEDED = {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/var/lib/docker"}
 
 
-def run_module(tmp_path, module, args, check=False, diff=False, path_prepend=None, expect_ok=True):
+def run_module(tmp_path, module, args, check=False, diff=False, path_prepend=None, expect_ok=True, cli=False):
+    """The module's result: its AnsiballZ payload as Ansible builds it, run by this Python
+    (tests/unit/ansible_module.py), or with cli through the real `ansible localhost -m MODULE` CLI."""
     env = dict(os.environ)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     if path_prepend:
         env["PATH"] = "%s:%s" % (path_prepend, env["PATH"])
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", module, "-e", "ansible_python_interpreter=%s" % sys.executable]
-    if args:
-        cmd += ["-a", json.dumps(args)]
-    if check:
-        cmd.append("--check")
-    if diff:
-        cmd.append("--diff")
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    out = json.loads(proc.stdout[proc.stdout.find("{"):])
-    result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    if expect_ok:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    if cli:
+        rc, result, out = ansible_module.cli_json(module, args or {}, tmp_path, check=check, env=env,
+                                                  extra=["--diff"] if diff else [])
+        ok = rc == 0
     else:
-        assert proc.returncode != 0 and result.get("failed"), proc.stdout
+        ok, result = ansible_module.run(module, args or {}, tmp_path, check=check, diff=diff, env=env)
+        out = json.dumps(result)
+    if expect_ok:
+        assert ok, out
+    else:
+        assert not ok and result.get("failed"), out
     return result
 
 
@@ -69,7 +65,7 @@ def test_packages_reports_a_lone_old_libnvidia_container1_as_mismatch_and_below_
         ("libnvidia-container-tools", "1.20.0-1", "ii "),
         ("libnvidia-container1:amd64", "1.17.3-1", "ii "),
     ])
-    result = run_module(tmp_path, "ctk_packages", {}, path_prepend=fake)
+    result = run_module(tmp_path, "ctk_packages", {}, path_prepend=fake, cli=True)
     assert result["changed"] is False
     facts = result["ansible_facts"]["nvidia_container_toolkit"]
     assert facts["installed"] == {"nvidia-container-toolkit": "1.20.0-1", "nvidia-container-toolkit-base": "1.20.0-1",
@@ -130,7 +126,7 @@ def test_config_merges_keeps_keys_backs_up_and_is_idempotent(tmp_path):
     daemon = tmp_path / "daemon.json"
     daemon.write_text(json.dumps(SEEDED))
     daemon.chmod(0o600)
-    first = run_module(tmp_path, "ctk_config", {"path": str(daemon)}, diff=True)
+    first = run_module(tmp_path, "ctk_config", {"path": str(daemon)}, diff=True, cli=True)
     assert first["changed"] is True and first["created"] is False
     data = json.loads(daemon.read_text())
     assert data["runtimes"] == {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "args": []}}

@@ -1,4 +1,5 @@
-"""library/cuda_toolkits.py run as a real Ansible module (ansible localhost -m cuda_toolkits -o) on a temp tree."""
+"""library/cuda_toolkits.py run as Ansible runs it (the AnsiballZ payload Ansible builds; the first case through the
+real `ansible localhost -m cuda_toolkits -o` CLI) on a temp tree."""
 
 import json
 import os
@@ -12,32 +13,29 @@ from gpufleet.host.cuda import layout as cudalayout
 from gpufleet.host.cuda import read as cudaread
 
 from tests import fakenvml
+from tests.unit import ansible_module
 from tests.unit.test_cudatk import link, local_toolkit, pip_runtime, two_toolkits_wrong_link, write
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-ANSIBLE = BIN / "ansible"
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
 
 
-def run_module(tmp_path, args, check=False, ld_library_path=None):
+def run_module(tmp_path, args, check=False, ld_library_path=None, cli=False):
+    """The module's result: its AnsiballZ payload as Ansible builds it, run by this Python
+    (tests/unit/ansible_module.py), or with cli through the real `ansible localhost -m cuda_toolkits -o` CLI."""
     env = dict(os.environ)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
     env.pop("LD_LIBRARY_PATH", None)
     if ld_library_path is not None:
         env["LD_LIBRARY_PATH"] = ld_library_path
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "cuda_toolkits", "-a", args, "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
-    assert line.startswith("localhost | SUCCESS => "), line
-    return json.loads(line.split(" => ", 1)[1])
+    if cli:
+        state, result, out = ansible_module.cli_run("cuda_toolkits", args, tmp_path, check=check, env=env)
+    else:
+        state, result = ansible_module.run_state("cuda_toolkits", args, tmp_path, check=check, env=env)
+        out = json.dumps(result)
+    assert state == "localhost | SUCCESS", out
+    return result
 
 
 def test_module_reports_wrong_link_and_shadowing(tmp_path):
@@ -47,7 +45,7 @@ def test_module_reports_wrong_link_and_shadowing(tmp_path):
     pip_runtime(host, site, "12.4.127")
     write(host, "/etc/environment", "LD_LIBRARY_PATH=/usr/local/cuda-11.8/lib64\n")
     result = run_module(tmp_path, "root=%s run_ldconfig=false driver_cuda_version=12.4" % host,
-                        ld_library_path=site + "/nvidia/cudnn/lib")
+                        ld_library_path=site + "/nvidia/cudnn/lib", cli=True)
     assert result["changed"] is False
     facts = result["ansible_facts"]["cuda_toolkits"]
     assert facts["root"] == str(host)

@@ -1,10 +1,10 @@
-"""library/gpu_facts.py run as a real Ansible module (ansible localhost -m gpu_facts).
+"""library/gpu_facts.py run as Ansible runs it: the AnsiballZ payload Ansible builds, run by this Python; the first
+case through the real `ansible localhost -m gpu_facts` CLI (tests/unit/ansible_module.py).
 
 Hardware doubles: a fake ``nvidia-smi`` script that replays a recorded output, and a
 ``pynvml`` that fails to import (so the run does not depend on the machine having NVML).
 """
 
-import json
 import os
 import re
 import shutil
@@ -14,21 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import ansible_module
 from tests.unit.doubles import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLES = Path(__file__).resolve().parent / "doubles"
-ANSIBLE = Path(sys.executable).parent / "ansible"
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
 
 
-def run_module(tmp_path, args="", smi_out=None, smi_rc=0, with_fake_smi=True, check=False):
+def run_module(tmp_path, args="", smi_out=None, smi_rc=0, with_fake_smi=True, check=False, cli=False):
+    """The module's result: its AnsiballZ payload as Ansible builds it, run by this Python
+    (tests/unit/ansible_module.py), or with cli through the real `ansible localhost -m gpu_facts` CLI."""
     env = dict(os.environ)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_DEPRECATION_WARNINGS="0",
-               PYTHONPATH=str(DOUBLES / "no_pynvml"), FAKE_NVIDIA_SMI_ARGS=str(tmp_path / "smi-args"))
+    env.update(PYTHONPATH=str(DOUBLES / "no_pynvml"), FAKE_NVIDIA_SMI_ARGS=str(tmp_path / "smi-args"))
     path = [p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()]
     if with_fake_smi:
         path.insert(0, str(DOUBLES / "fakebin"))
@@ -36,22 +35,18 @@ def run_module(tmp_path, args="", smi_out=None, smi_rc=0, with_fake_smi=True, ch
     if smi_out:
         env["FAKE_NVIDIA_SMI_OUT"] = str(smi_out)
     env["FAKE_NVIDIA_SMI_RC"] = str(smi_rc)
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "gpu_facts", "-e", "ansible_python_interpreter=%s" % sys.executable]
-    if args:
-        cmd += ["-a", args]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    if cli:
+        rc, result, out = ansible_module.cli_json("gpu_facts", args, tmp_path, check=check, env=env)
+        assert rc == 0, out
+        return result
+    ok, result = ansible_module.run("gpu_facts", args, tmp_path, check=check, env=env)
+    assert ok, result
     return result
 
 
 def test_module_reads_recorded_nvidia_smi_xml(tmp_path):
     result = run_module(tmp_path, "include_processes=true kernel_log=false",
-                        smi_out=FIXTURES / "nvidia_smi_xml" / "telegraf-pr_dual_a5000-v13.xml")
+                        smi_out=FIXTURES / "nvidia_smi_xml" / "telegraf-pr_dual_a5000-v13.xml", cli=True)
     assert result["changed"] is False
     gpu = result["ansible_facts"]["gpu"]
     assert gpu["source"] == "nvidia-smi" and gpu["error"] is None

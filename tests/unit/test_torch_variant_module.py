@@ -1,36 +1,42 @@
-"""library/torch_variant.py run as a real Ansible module (ansible localhost -m torch_variant -o)."""
+"""library/torch_variant.py run as Ansible runs it: the AnsiballZ payload Ansible builds, run by this Python
+(tests/unit/ansible_module.py); one case also through the real `ansible localhost -m torch_variant -o` CLI."""
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).parent / "ansible"
+from tests.unit import ansible_module
+
 CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+
+
+def _env(env_extra=None):
+    env = dict(os.environ)
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
+        env.pop(var, None)
+    env.update(env_extra or {})
+    return env
 
 
 def run_module(tmp_path, args, env_extra=None):
     """Returns (ok, result) of one module run; args is a dict passed as JSON."""
-    env = dict(os.environ)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
-    for var in ("PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
-        env.pop(var, None)
-    env.update(env_extra or {})
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "torch_variant", "-a", json.dumps(args), "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
-    ok = line.startswith("localhost | SUCCESS => ")
-    assert ok or line.startswith("localhost | FAILED! => "), line
-    return ok, json.loads(line.split(" => ", 1)[1])
+    return ansible_module.run("torch_variant", args, tmp_path, env=_env(env_extra))
+
+
+def test_the_cli_gives_the_same_answer_as_the_payload(tmp_path):
+    """The whole path once: `ansible localhost -m torch_variant` (inventory, action plugin, local connection)."""
+    args = {"torch_version": "2.5.1", "variant": "auto", "python_version": "3.11", "driver_version": "535.129.03",
+            "compute_capabilities": ["9.0", "8.0"]}
+    state, cli, _out = ansible_module.cli_run("torch_variant", args, tmp_path, env=_env())
+    ok, res = run_module(tmp_path, args)
+    assert state == "localhost | SUCCESS" and ok
+    assert cli["ansible_facts"] == res["ansible_facts"]
+    assert cli["ansible_facts"]["torch_selection"]["requirement"] == "torch==2.5.1+cu121"
+    failed, why, _out = ansible_module.cli_run("torch_variant", dict(args, compute_capabilities=["12.0"]), tmp_path,
+                                               env=_env())
+    assert failed == "localhost | FAILED!" and "needs driver >= 570.26" in why["msg"]
 
 
 def test_auto_on_h100_and_a100_picks_cu121_and_says_why(tmp_path):

@@ -3,7 +3,8 @@ naming the Python torch goes into and the command that adds its wheel (library/t
 
 import pytest
 
-from tests.unit.test_torch_variant_module import ANSIBLE, CPU_WHEEL, run_module
+from tests.unit.ansible_module import ANSIBLE
+from tests.unit.test_torch_variant_module import CPU_WHEEL, run_module
 
 pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
 CU128_311 = "torch-2.11.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
