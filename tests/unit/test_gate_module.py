@@ -1,4 +1,5 @@
-"""library/gpu_gate.py run as a real Ansible module (ansible localhost -m gpu_gate).
+"""library/gpu_gate.py run as Ansible runs it (the AnsiballZ payload Ansible builds, run by this Python or the torch
+venv's; one case through the real `ansible localhost -m gpu_gate` CLI: tests/unit/ansible_module.py).
 
 Without a GPU here, the module is run (a) with bad input, (b) in an interpreter without torch and
 (c) with a stand-in ``torch`` package (written into tmp_path, a test double of a host whose driver
@@ -16,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from module_utils.gpufleet.host.gate import rules as gate
+from tests.unit import ansible_module
 from tests.unit.doubles import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).parent / "ansible"
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
 
 FAKE_TORCH = '''
 import warnings
@@ -45,21 +46,17 @@ class cuda:
 '''
 
 
-def run_module(tmp_path, args, python=None, pythonpath=None, check=False):
+def run_module(tmp_path, args, python=None, pythonpath=None, check=False, cli=False):
+    """The module's result: its AnsiballZ payload as Ansible builds it, run by PYTHON (tests/unit/ansible_module.py),
+    or with cli through the real `ansible localhost -m gpu_gate` CLI."""
     env = dict(os.environ)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_DEPRECATION_WARNINGS="0")
     env.pop("PYTHONPATH", None)
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "gpu_gate", "-e", "ansible_python_interpreter=%s" % (python or sys.executable), "-a", args]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=300)
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    if cli:  # this Python only
+        assert python is None
+        return ansible_module.cli_json("gpu_gate", args, tmp_path, check=check, env=env)[1]
+    return ansible_module.run("gpu_gate", args, tmp_path, check=check, env=env, python=python, timeout=300)[1]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -76,7 +73,7 @@ def test_bad_input_fails_before_anything_runs(tmp_path, args, message):
 
 
 def test_string_threshold_is_refused_by_the_argument_spec(tmp_path):
-    result = run_module(tmp_path, '{"outlier_margin": "ten percent"}')
+    result = run_module(tmp_path, '{"outlier_margin": "ten percent"}', cli=True)
     assert result["failed"] is True and "outlier_margin" in result["msg"] and "float" in result["msg"]
 
 
