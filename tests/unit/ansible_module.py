@@ -14,29 +14,30 @@ connection. Each test file that uses it keeps at least one run through the real 
     state, result = run_state("box_probe", "data_path=/x disk_seconds=2", tmp_path, check=True)
 """
 
+import functools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = Path(sys.executable).parent / "ansible"
 
-_MODULE_UTILS_READY = False
+# The mark of every test that runs a module (the payload is built by the ansible-core installed next to this Python).
+needs_ansible = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
 
 
+@functools.cache
 def _prepare():
-    """Point Ansible's loaders at the checkout's library/ and module_utils/ (ansible.cfg names both)."""
-    global _MODULE_UTILS_READY
-    if _MODULE_UTILS_READY:
-        return
+    """Point Ansible's loaders at the checkout's library/ and module_utils/ (ansible.cfg names both), once."""
     from ansible.plugins.loader import init_plugin_loader, module_loader, module_utils_loader
 
     init_plugin_loader()
     module_loader.add_directory(str(ROOT / "library"))
     module_utils_loader.add_directory(str(ROOT / "module_utils"))
-    _MODULE_UTILS_READY = True
 
 
 def _parse_args(args):

@@ -60,8 +60,7 @@ def run_module(tmp_path, args, check=False, home=None, verbose=False, cli=False)
     return ansible_module.cli_run("box_probe", args, tmp_path, check=check, env=env, extra=extra)
 
 
-needs_ansible = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(),
-                                   reason="ansible not installed next to this Python")
+needs_ansible = ansible_module.needs_ansible
 QUIET = "dns_names=localhost dns_timeout_s=1 disk_bytes=%d disk_seconds=2" % (8 * MIB)
 
 

@@ -18,7 +18,7 @@ from tests.unit import ansible_module
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = ansible_module.needs_ansible
 
 SEEDED = {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/var/lib/docker"}
 

@@ -19,7 +19,7 @@ from tests.unit.test_cudatk import link, local_toolkit, pip_runtime, two_toolkit
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = ansible_module.needs_ansible
 
 
 def run_module(tmp_path, args, check=False, ld_library_path=None, cli=False):

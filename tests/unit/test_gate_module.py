@@ -22,7 +22,7 @@ from tests.unit.doubles import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = ansible_module.needs_ansible
 
 FAKE_TORCH = '''
 import warnings

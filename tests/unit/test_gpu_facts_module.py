@@ -12,15 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.unit import ansible_module
 from tests.unit.doubles import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLES = Path(__file__).resolve().parent / "doubles"
 
-pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = ansible_module.needs_ansible
 
 
 def run_module(tmp_path, args="", smi_out=None, smi_rc=0, with_fake_smi=True, check=False, cli=False):

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from gpufleet.host.pytorch import target as tt
 
+from tests.unit import ansible_module
+
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).parent / "ansible"
 GPUFLEET = "/opt/gpufleet/venv"
 
 # What scripts/find-python prints on a vast.ai-like host: root's ~/.bashrc activates /venv/main (torch 2.5.1+cu121),
@@ -172,18 +173,16 @@ def test_the_probe_reads_torch_without_importing_it(tmp_path):
 
 
 # ---- the module --------------------------------------------------------------------------------------------------
-def _module(tmp_path, args):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
-    cmd = [str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-M", str(ROOT / "library"),
-           "-m", "torch_target", "-a", json.dumps(args), "-o", "-e", "ansible_python_interpreter=%s" % sys.executable]
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
-    line = [x for x in proc.stdout.splitlines() if x.startswith("localhost | ")][0]
-    return line.startswith("localhost | SUCCESS"), json.loads(line.split(" => ", 1)[1])
+def _module(tmp_path, args, cli=False):
+    """(ok, result): the module's AnsiballZ payload run by this Python, or with cli through the real `ansible
+    localhost -m torch_target -o` CLI (tests/unit/ansible_module.py)."""
+    if cli:
+        state, result, _out = ansible_module.cli_run("torch_target", args, tmp_path)
+        return state == "localhost | SUCCESS", result
+    return ansible_module.run("torch_target", args, tmp_path)
 
 
-@pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+@ansible_module.needs_ansible
 def test_module_on_a_renter_venv_with_a_torch_the_rtx_5090_cannot_run(tmp_path):
     env_dir = tmp_path / "venv-main"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -194,7 +193,7 @@ def test_module_on_a_renter_venv_with_a_torch_the_rtx_5090_cannot_run(tmp_path):
     found = {"envs": [{"python": python, "kind": "venv", "torch": "2.5.1+cu121"}], "judged": {"python": python}}
     args = {"mode": "auto", "found": found, "venv": GPUFLEET, "gpufleet_venv": GPUFLEET,
             "driver_version": "575.57.08", "compute_capabilities": ["12.0"], "state_dir": str(state)}
-    ok, res = _module(tmp_path, args)
+    ok, res = _module(tmp_path, args, cli=True)
     assert ok, res
     assert res["changed"] is False
     t = res["ansible_facts"]["torch_target"]

@@ -9,7 +9,7 @@ from tests.unit import ansible_module
 
 CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
-pytestmark = pytest.mark.skipif(not ansible_module.ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = ansible_module.needs_ansible
 
 
 def _env(env_extra=None):

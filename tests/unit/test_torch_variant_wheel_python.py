@@ -3,10 +3,10 @@ naming the Python torch goes into and the command that adds its wheel (library/t
 
 import pytest
 
-from tests.unit.ansible_module import ANSIBLE
+from tests.unit.ansible_module import needs_ansible
 from tests.unit.test_torch_variant_module import CPU_WHEEL, run_module
 
-pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible not installed next to this Python")
+pytestmark = needs_ansible
 CU128_311 = "torch-2.11.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
 BLACKWELL = {"torch_version": "2.11.0", "variant": "auto", "driver_version": "575.57.08",
              "compute_capabilities": ["12.0"]}
